@@ -1,0 +1,201 @@
+"""The command line: thin Typer commands over the core; errors and exit codes in one place."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import signal
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from pipeline.config import LoadedSpec, json_schema, load_spec
+from pipeline.context import RunContext
+from pipeline.errors import Interrupted, PipelineError, PipelineFailed, UsageError
+from pipeline.live import LiveView
+from pipeline.record import load_run_record, runs_dir
+from pipeline.release import read_manifest, read_pointer, rollback
+from pipeline.report import render_terminal
+from pipeline.runner import STAGES, new_run_id, run_pipeline
+from pipeline.store import open_store
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Take a trained model to production through measured gates.")
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 140)
+
+SpecFile = Annotated[Path, typer.Option("--file", "-f", help="The spec (default ./serve.yaml).")]
+Actor = Annotated[str | None, typer.Option("--by", help="Who acts (default: $GITHUB_ACTOR or "
+                                                        "the login name).")]
+DEFAULT_SPEC = Path("serve.yaml")
+
+
+def _actor(by: str | None) -> str:
+    if by:
+        return by
+    return os.environ.get("SERVE_PIPELINE_ACTOR") or os.environ.get("GITHUB_ACTOR") or \
+        getpass.getuser()
+
+
+def _load(path: Path, environment: str | None) -> LoadedSpec:
+    return load_spec(path, environment)
+
+
+@app.command()
+def validate(file: SpecFile = DEFAULT_SPEC,
+             env: Annotated[str | None, typer.Option("--env", help="Merge this environment's "
+                                                     "overlay first.")] = None) -> None:
+    """Check a spec (and an environment overlay); exit 2 with file:line:col on errors."""
+    loaded = _load(file, env)
+    spec = loaded.spec
+    queue = spec.slo.queue_budget()
+    out.print(f"{' + '.join(loaded.files)}: valid ({spec.name}, {spec.server.kind}, "
+              f"queue budget {queue} for max_queue_delay "
+              f"{spec.server.batching.max_queue_delay})")
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON schema of serve.yaml version 1."""
+    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+
+
+def _execute(file: Path, environment: str | None, promote_to: str | None, by: str | None,
+             command: str) -> None:
+    loaded = _load(file, environment)
+    run_id = new_run_id()
+    run_dir = runs_dir(loaded.workspace) / run_id
+    run_dir.mkdir(parents=True)
+    title = (f"{command} {environment or ''} · {loaded.spec.name} · run {run_id}").replace(
+        "  ", " ")
+    with ExitStack() as resources, LiveView(out, [s.NAME for s in STAGES], title) as view:
+        ctx = RunContext(loaded=loaded, run_id=run_id, run_dir=run_dir, env=dict(os.environ),
+                         resources=resources, progress=view, promote_to=promote_to,
+                         actor=_actor(by))
+        try:
+            record = run_pipeline(ctx, view, command=command)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted: the server was stopped and nothing was promoted "
+                              f"(record: {run_dir / 'record.json'})") from None
+    out.print(render_terminal(record))
+    out.print(f"record: {run_dir / 'record.json'}")
+    if record["status"] != "passed":
+        failed = [s for s in record["stages"] if s["status"] == "failed"]
+        reason = f"{failed[0]['name']}: {failed[0]['message']}" if failed else "not all passed"
+        raise PipelineFailed(f"run {run_id} failed at {reason}")
+    if record["release_id"]:
+        out.print(f"release {record['release_id']}")
+
+
+@app.command()
+def promote(environment: Annotated[str, typer.Argument(help="Target environment.")],
+            file: SpecFile = DEFAULT_SPEC, by: Actor = None) -> None:
+    """Build, verify and publish; on success point ENVIRONMENT at the new release."""
+    _execute(file, environment, environment, by, "promote")
+
+
+@app.command(name="run")
+def run_command(file: SpecFile = DEFAULT_SPEC,
+                env: Annotated[str | None, typer.Option("--env", help="Environment overlay to "
+                                                        "verify against.")] = None,
+                by: Actor = None) -> None:
+    """Run every stage and publish the release, without moving any environment pointer."""
+    _execute(file, env, None, by, "run")
+
+
+@app.command(name="rollback")
+def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
+                     to: Annotated[str | None, typer.Option("--to", help="Release id (default: "
+                                                            "the one before).")] = None,
+                     by: Actor = None) -> None:
+    """Point ENVIRONMENT back at an earlier release after checking its blobs."""
+    loaded = _load(file, environment)
+    store = open_store(loaded.spec.publish.store, loaded.workspace)
+    event = rollback(store, loaded.spec.name, environment, to, _actor(by))
+    out.print(f"{environment}: {event['previous_release_id']} → {event['release_id']} "
+              f"(rollback by {event['by']})")
+
+
+@app.command()
+def history(environment: str, file: SpecFile = DEFAULT_SPEC,
+            output: Annotated[Literal["table", "json"], typer.Option("--format")] = "table",
+            ) -> None:
+    """What happened to ENVIRONMENT: every promote and rollback, newest last."""
+    loaded = _load(file, environment)
+    store = open_store(loaded.spec.publish.store, loaded.workspace)
+    pointer, _ = read_pointer(store, loaded.spec.name, environment)
+    if output == "json":
+        body = {"environment": environment, "current": pointer.current,
+                "events": pointer.events}
+        sys.stdout.write(json.dumps(body, indent=2) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{loaded.spec.name} / {environment}: current {pointer.current or '-'}",
+                  title_justify="left")
+    for column in ("at", "action", "release", "previous", "by"):
+        table.add_column(column)
+    for event in pointer.events:
+        table.add_row(event["at"], event["action"], event["release_id"],
+                      event.get("previous_release_id") or "-", event["by"])
+    out.print(table)
+
+
+@app.command()
+def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID")],
+           file: SpecFile = DEFAULT_SPEC,
+           output: Annotated[Literal["terminal", "json"], typer.Option("--format")] = "terminal",
+           ) -> None:
+    """Show a run's record, or the record a release was verified with."""
+    loaded = _load(file, None)
+    record = _find_record(loaded, identifier)
+    if output == "json":
+        sys.stdout.write(json.dumps(record, indent=2) + "\n")
+    else:
+        out.print(render_terminal(record))
+
+
+def _find_record(loaded: LoadedSpec, identifier: str) -> dict[str, Any]:
+    if (runs_dir(loaded.workspace) / identifier / "record.json").is_file():
+        return load_run_record(loaded.workspace, identifier)
+    store = open_store(loaded.spec.publish.store, loaded.workspace)
+    try:
+        manifest = read_manifest(store, loaded.spec.name, identifier)
+    except UsageError:
+        raise UsageError(f"{identifier}: neither a run under {runs_dir(loaded.workspace)} nor "
+                         f"a release of '{loaded.spec.name}' in {store.url}") from None
+    run_id = manifest.get("run_id", "")
+    if (runs_dir(loaded.workspace) / run_id / "record.json").is_file():
+        return load_run_record(loaded.workspace, run_id)
+    blob = next((b for b in manifest["blobs"] if b["role"] == "verification"), None)
+    if blob is None:
+        raise UsageError(f"release {identifier} carries no verification record")
+    verification: dict[str, Any] = json.loads(store.read_blob(blob["digest"]))
+    return {"run_id": run_id, "status": "passed", "environment": manifest.get("verified_in"),
+            "spec_digest": manifest.get("spec_digest"), "release_id": identifier,
+            "stages": verification["stages"]}
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: one place turns errors into messages and exit codes."""
+    signal.signal(signal.SIGTERM, _terminate)
+    err = Console(stderr=True, highlight=False)
+    try:
+        app(args=argv, prog_name="serve-pipeline")
+    except PipelineError as exc:
+        for line in exc.lines():
+            err.print(Text.assemble(("error: ", "bold red"), line), soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

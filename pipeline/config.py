@@ -1,0 +1,495 @@
+"""The serve.yaml spec (version 1) as pydantic models, loaded with its environment overlay."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from hashlib import sha256
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from pipeline.errors import SpecError, SpecIssue
+from pipeline.spec_errors import issues_from_validation
+from pipeline.units import Duration, DurationField, Percentage, PercentageField, RateField
+from pipeline.yamlpos import KeyPath, Mark, PositionedDocument, format_path, load_document
+
+Dtype = Literal["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
+                "float64"]
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+TRITON_PORTS = ("http", "grpc", "metrics")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TensorSpec(StrictModel):
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$",
+                      description="Tensor name as the server exposes it.")
+    dtype: Dtype = Field(description="Element type.")
+    shape: list[int] = Field(min_length=1, description=(
+        "Per-item shape; the batch dimension is implicit and comes first."))
+
+    @field_validator("shape")
+    @classmethod
+    def _positive_dims(cls, shape: list[int]) -> list[int]:
+        if any(dim < 1 for dim in shape):
+            raise PydanticCustomError(
+                "shape", "every dimension must be a positive integer, got {shape}",
+                {"shape": shape})
+        return shape
+
+
+class DvcLocation(StrictModel):
+    path: str = Field(description="Path of the DVC-tracked file inside the repository.")
+    repo: str = Field(default=".", description="Git repository (path or URL).")
+    rev: str | None = Field(default=None, description="Git revision (tag, branch, commit).")
+
+
+class ModelSource(StrictModel):
+    """Either a path (written as a plain string) or a DVC location."""
+
+    path: str | None = None
+    dvc: DvcLocation | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        return {"path": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ModelSource:
+        if (self.path is None) == (self.dvc is None):
+            raise PydanticCustomError(
+                "source", "give either a path (a string) or {{dvc: {{path, repo, rev}}}}")
+        return self
+
+    def describe(self) -> str:
+        if self.dvc is not None:
+            return f"dvc:{self.dvc.repo}:{self.dvc.path}@{self.dvc.rev or 'HEAD'}"
+        return str(self.path)
+
+
+class ModelSpec(StrictModel):
+    source: Annotated[ModelSource, WithJsonSchema({
+        "description": "Where the model file comes from.",
+        "anyOf": [
+            {"type": "string", "description": "Path relative to the spec file."},
+            {"type": "object", "required": ["dvc"], "additionalProperties": False,
+             "properties": {"dvc": {"type": "object", "additionalProperties": False,
+                                    "required": ["path"],
+                                    "properties": {"path": {"type": "string"},
+                                                   "repo": {"type": "string"},
+                                                   "rev": {"type": "string"}}}}},
+        ]})]
+    format: Literal["torchscript", "eager", "onnx"] = Field(description=(
+        "torchscript: a torch.jit archive (.pt); eager: a state_dict plus an entrypoint; "
+        "onnx: an ONNX graph."))
+    entrypoint: str | None = Field(default=None, description=(
+        "eager only: 'file.py:callable' returning an nn.Module, relative to the spec."))
+    inputs: list[TensorSpec] = Field(min_length=1)
+    outputs: list[TensorSpec] = Field(min_length=1)
+    trusted: bool = Field(default=False, description=(
+        "eager only: allow full pickle loading of the weights (torch.load weights_only=False)."))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        if self.format == "eager" and self.entrypoint is None:
+            raise PydanticCustomError("entrypoint", "format eager needs model.entrypoint "
+                                      "('file.py:callable' returning an nn.Module)")
+        if self.format != "eager" and self.entrypoint is not None:
+            raise PydanticCustomError("entrypoint", "model.entrypoint is used only with "
+                                      "format: eager")
+        names = [t.name for t in (*self.inputs, *self.outputs)]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise PydanticCustomError("names", "tensor names must be unique; repeated: "
+                                      "{names}", {"names": ", ".join(duplicates)})
+        return self
+
+
+class BatchingSpec(StrictModel):
+    max_batch_size: int = Field(default=8, ge=1, le=4096, description=(
+        "Largest batch the server may form (Triton max_batch_size, TorchServe batchSize)."))
+    max_queue_delay: DurationField = Field(default=Duration(0, "0us"), description=(
+        "How long a request may wait for a batch to fill. Triton: "
+        "max_queue_delay_microseconds; TorchServe: maxBatchDelay (ms)."))
+    preferred_batch_sizes: list[int] = Field(default_factory=list, description=(
+        "Triton preferred_batch_size; the report checks whether they are reached."))
+
+    @model_validator(mode="after")
+    def _preferred_within_max(self) -> BatchingSpec:
+        bad = [s for s in self.preferred_batch_sizes if not 1 <= s <= self.max_batch_size]
+        if bad:
+            raise PydanticCustomError(
+                "preferred", "preferred_batch_sizes {bad} must lie in 1..max_batch_size "
+                "({max})", {"bad": bad, "max": self.max_batch_size})
+        return self
+
+
+class ImageSpec(StrictModel):
+    base: str | None = Field(default=None, description="Base image of the serving image.")
+    repository: str | None = Field(default=None, description="Where the image is pushed.")
+
+
+class ServerSpec(StrictModel):
+    kind: Literal["triton", "torchserve"]
+    runtime: Literal["process", "docker"] = "process"
+    backend: Literal["python", "onnxruntime", "pytorch", "tensorrt"] = Field(
+        default="python", description="Triton only: the backend that runs the model.")
+    device: Literal["cpu", "gpu"] = "cpu"
+    instances: int = Field(default=1, ge=1, le=64, description=(
+        "Triton instance_group count / TorchServe workers."))
+    batching: BatchingSpec = Field(default_factory=BatchingSpec)
+    ports: dict[str, int] = Field(default_factory=dict, description=(
+        "Overrides of the named ports (triton: http, grpc, metrics). Unset ports are "
+        "chosen free on 127.0.0.1."))
+    image: ImageSpec | None = None
+
+    @field_validator("ports")
+    @classmethod
+    def _port_range(cls, ports: dict[str, int]) -> dict[str, int]:
+        bad = {name: port for name, port in ports.items() if not 1 <= port <= 65535}
+        if bad:
+            raise PydanticCustomError("port", "ports must be in 1..65535: {bad}", {"bad": bad})
+        return ports
+
+
+class BudgetSpec(StrictModel):
+    network: DurationField = Duration(0, "0ms")
+    preprocess: DurationField = Duration(0, "0ms")
+    execution: DurationField = Field(default=Duration(0, "0ms"), description=(
+        "Model execution time at the intended batch size."))
+    postprocess: DurationField = Duration(0, "0ms")
+    serialization: DurationField = Duration(0, "0ms")
+
+    def items(self) -> list[tuple[str, Duration]]:
+        return [(name, getattr(self, name)) for name in type(self).model_fields]
+
+    def total(self) -> Duration:
+        total = Duration(0)
+        for _, value in self.items():
+            total = total + value
+        return total
+
+
+class SloSpec(StrictModel):
+    p99: DurationField = Field(description="Gate: client p99 latency at the latency stage.")
+    p95: DurationField | None = None
+    p50: DurationField | None = None
+    error_rate: PercentageField = Field(default=Percentage(0.0, "0%"), description=(
+        "Gate: failed or timed-out requests over all requests."))
+    min_throughput: RateField | None = Field(default=None, description=(
+        "Gate: completed requests per second at the latency stage."))
+    budget: BudgetSpec = Field(default_factory=BudgetSpec, description=(
+        "The latency budget; what is left of p99 is the queue budget."))
+
+    def queue_budget(self) -> Duration:
+        return self.p99 - self.budget.total()
+
+
+class ReadinessStage(StrictModel):
+    timeout: DurationField = Field(default=Duration(120_000_000_000, "120s"), description=(
+        "Deadline for the server and the model to report ready."))
+
+
+class ParityStage(StrictModel):
+    data: str | None = Field(default=None, description=(
+        ".npz of representative inputs, one array per input name, first axis = samples."))
+    atol: float = Field(default=1e-5, ge=0)
+    rtol: float = Field(default=1e-4, ge=0)
+    samples: int = Field(default=16, ge=1, le=4096, description=(
+        "Generated inputs when no data is given."))
+    seed: int = 0
+
+
+ProbeName = Literal["wrong_shape", "wrong_dtype", "missing_input", "batch_over_max",
+                    "unknown_model"]
+ALL_PROBES: tuple[ProbeName, ...] = ("wrong_shape", "wrong_dtype", "missing_input",
+                                     "batch_over_max", "unknown_model")
+
+
+class FailureStage(StrictModel):
+    enabled: bool = True
+    probes: list[ProbeName] = Field(default_factory=lambda: list(ALL_PROBES))
+
+
+class LatencyStage(StrictModel):
+    concurrency: int = Field(default=8, ge=1, le=4096)
+    warmup: DurationField = Field(default=Duration(5_000_000_000, "5s"))
+    duration: DurationField = Field(default=Duration(20_000_000_000, "20s"))
+    batch_size: int = Field(default=1, ge=1, description="Items per request.")
+    request_timeout: DurationField = Field(default=Duration(10_000_000_000, "10s"))
+
+
+class BurstSpec(StrictModel):
+    rate: RateField
+    duration: DurationField
+    base_rate: RateField | None = Field(default=None, description=(
+        "Rate before and after the burst (default: a tenth of the burst rate)."))
+
+
+class SaturationStage(StrictModel):
+    enabled: bool = True
+    max_concurrency: int = Field(default=64, ge=1, le=4096)
+    probe_duration: DurationField = Field(default=Duration(3_000_000_000, "3s"))
+    burst: BurstSpec | None = None
+
+
+class StagesSpec(StrictModel):
+    readiness: ReadinessStage = Field(default_factory=ReadinessStage)
+    parity: ParityStage = Field(default_factory=ParityStage)
+    failure: FailureStage = Field(default_factory=FailureStage)
+    latency: LatencyStage = Field(default_factory=LatencyStage)
+    saturation: SaturationStage = Field(default_factory=SaturationStage)
+
+
+class PublishSpec(StrictModel):
+    store: str = Field(default="file://.serve-pipeline/store", description=(
+        "file://<dir> (relative to the spec) or s3://bucket/prefix."))
+    endpoint_url: str | None = None
+
+    @field_validator("store")
+    @classmethod
+    def _known_scheme(cls, store: str) -> str:
+        if not re.match(r"^(file|s3)://.+", store):
+            raise PydanticCustomError("store", "expected file://<dir> or s3://bucket/prefix, "
+                                      "got {store!r}", {"store": store})
+        return store
+
+
+class Spec(StrictModel):
+    version: Literal[1]
+    name: str = Field(pattern=NAME_PATTERN, description=(
+        "Release name: lowercase letters, digits and dashes."))
+    model: ModelSpec
+    server: ServerSpec
+    slo: SloSpec
+    stages: StagesSpec = Field(default_factory=StagesSpec)
+    publish: PublishSpec = Field(default_factory=PublishSpec)
+
+
+class ApprovalPolicy(StrictModel):
+    required: bool = False
+
+
+class EnvironmentPolicy(StrictModel):
+    """Keys that only an environment overlay may hold."""
+
+    requires: list[str] = Field(default_factory=list, description=(
+        "Environments a release must have passed before it may come here."))
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+
+
+ENVIRONMENT_ONLY_KEYS = tuple(EnvironmentPolicy.model_fields)
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    spec: Spec
+    policy: EnvironmentPolicy
+    environment: str | None
+    path: Path
+    workspace: Path
+    files: tuple[str, ...]
+
+    def resolve(self, relative: str) -> Path:
+        return (self.workspace / relative).resolve()
+
+    def canonical_json(self) -> str:
+        body = {"spec": self.spec.model_dump(mode="json"),
+                "environment": self.environment,
+                "policy": self.policy.model_dump(mode="json")}
+        return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + sha256(self.canonical_json().encode()).hexdigest()
+
+
+def environment_names(workspace: Path) -> list[str]:
+    folder = workspace / "environments"
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def load_spec(path: Path, environment: str | None = None) -> LoadedSpec:
+    """Load, overlay and validate; raise SpecError with every issue found."""
+    spec_path = path.resolve() if path.exists() else path
+    workspace = spec_path.parent
+    base = load_document(spec_path, display=_display(path))
+    if not isinstance(base.data, dict):
+        raise SpecError([SpecIssue(base.file, 1, 1, "", "the spec must be a mapping of keys")])
+    documents = [base]
+    policy_data: dict[str, Any] = {}
+    if environment is not None:
+        overlay = _load_overlay(workspace, environment, path)
+        documents.append(overlay)
+        policy_data = {k: overlay.data.pop(k) for k in ENVIRONMENT_ONLY_KEYS if k in overlay.data}
+    merged = merge_documents(documents)
+    issues: list[SpecIssue] = []
+    spec: Spec | None = None
+    try:
+        spec = Spec.model_validate(merged.data)
+    except ValidationError as exc:
+        issues += issues_from_validation(exc, merged, Spec, hint_keys=_env_only_hint)
+    policy = EnvironmentPolicy()
+    if environment is not None:
+        overlay_doc = documents[-1]
+        try:
+            policy = EnvironmentPolicy.model_validate(policy_data)
+        except ValidationError as exc:
+            issues += issues_from_validation(exc, overlay_doc, EnvironmentPolicy)
+    if spec is not None:
+        issues += semantic_issues(spec, merged, workspace)
+    if issues:
+        raise SpecError(issues)
+    assert spec is not None
+    return LoadedSpec(spec, policy, environment, spec_path, workspace,
+                      tuple(d.file for d in documents))
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _env_only_hint(key: str) -> str | None:
+    if key in ENVIRONMENT_ONLY_KEYS:
+        return f"'{key}' belongs in an environment overlay (environments/<env>.yaml)"
+    return None
+
+
+def _load_overlay(workspace: Path, environment: str, spec_path: Path) -> PositionedDocument:
+    overlay_path = workspace / "environments" / f"{environment}.yaml"
+    if not re.match(NAME_PATTERN, environment) or not overlay_path.is_file():
+        known = environment_names(workspace)
+        from difflib import get_close_matches
+
+        close = get_close_matches(environment, known, n=1, cutoff=0.5)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        listed = ", ".join(known) if known else "none"
+        raise SpecError([SpecIssue(
+            _display(overlay_path), 1, 1, "",
+            f"no environment '{environment}' next to {_display(spec_path)} "
+            f"(known: {listed}){hint}")])
+    document = load_document(overlay_path, display=_display(overlay_path))
+    if document.data is None or document.data == {}:
+        document.data = {}
+    if not isinstance(document.data, dict):
+        raise SpecError([SpecIssue(document.file, 1, 1, "",
+                                   "an environment overlay must be a mapping of keys")])
+    return document
+
+
+def merge_documents(documents: list[PositionedDocument]) -> PositionedDocument:
+    """Deep-merge mappings (later wins; a list replaces a list), keeping marks."""
+    merged = PositionedDocument(documents[0].file, {}, {}, {})
+    for document in documents:
+        merged.data = _merge(merged.data, document.data)
+        for path in _replaced_paths(document.data, ()):
+            for marks in (merged.value_marks, merged.key_marks):
+                for known in [p for p in marks if p[: len(path)] == path and len(p) > len(path)]:
+                    del marks[known]
+        merged.value_marks.update(document.value_marks)
+        merged.key_marks.update(document.key_marks)
+    return merged
+
+
+def _merge(base: Any, overlay: Any) -> Any:
+    if isinstance(base, dict) and isinstance(overlay, dict):
+        out = dict(base)
+        for key, value in overlay.items():
+            out[key] = _merge(base[key], value) if key in base else value
+        return out
+    return overlay
+
+
+def _replaced_paths(data: Any, path: KeyPath) -> list[KeyPath]:
+    """Paths whose value replaces (rather than merges into) what was there."""
+    if isinstance(data, dict):
+        out: list[KeyPath] = []
+        for key, value in data.items():
+            out += _replaced_paths(value, (*path, key))
+        return out
+    return [path]
+
+
+def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -> list[SpecIssue]:
+    """Rules that span keys: the latency budget, files that must exist, what can run."""
+    issues: list[SpecIssue] = []
+
+    def add(path: KeyPath, message: str) -> None:
+        mark: Mark = document.mark_for(path)
+        issues.append(SpecIssue(mark.file, mark.line, mark.column, format_path(path), message))
+
+    slo = spec.slo
+    queue_budget = slo.queue_budget()
+    items = " + ".join(f"{name} {value}" for name, value in slo.budget.items() if value.ns)
+    if queue_budget.ns <= 0:
+        add(("slo", "budget"), f"the budget items ({items}) use all of slo.p99 {slo.p99}; "
+            "nothing is left for queueing")
+    elif spec.server.batching.max_queue_delay > queue_budget:
+        add(("server", "batching", "max_queue_delay"),
+            f"{spec.server.batching.max_queue_delay} exceeds the queue budget {queue_budget} "
+            f"(slo.p99 {slo.p99}" + (f" − {items}" if items else "") + ")")
+    if slo.p95 is not None and slo.p95 > slo.p99:
+        add(("slo", "p95"), f"p95 {slo.p95} is above p99 {slo.p99}")
+
+    if spec.model.source.path is not None:
+        source = workspace / spec.model.source.path
+        if not source.is_file():
+            add(("model", "source"), f"model file not found: {source}")
+    if spec.model.entrypoint is not None:
+        file_part = spec.model.entrypoint.partition(":")[0]
+        if ":" not in spec.model.entrypoint or not file_part.endswith(".py"):
+            add(("model", "entrypoint"), "expected 'file.py:callable'")
+        elif not (workspace / file_part).is_file():
+            add(("model", "entrypoint"), f"entrypoint file not found: {workspace / file_part}")
+    if spec.stages.parity.data is not None and not (workspace / spec.stages.parity.data).is_file():
+        add(("stages", "parity", "data"), f"parity data not found: "
+            f"{workspace / spec.stages.parity.data}")
+
+    server = spec.server
+    if server.kind != "triton":
+        add(("server", "kind"), f"'{server.kind}' is not supported by this version; "
+            "supported: triton")
+    if server.runtime != "process":
+        add(("server", "runtime"), f"'{server.runtime}' is not supported by this version; "
+            "supported: process (a local tritonserver)")
+    elif server.backend != "python":
+        add(("server", "backend"), f"'{server.backend}' exists only in NVIDIA's Triton "
+            "images (runtime: docker); the local tritonserver has the python backend, "
+            "which runs TorchScript, eager and ONNX models")
+    unknown_ports = sorted(set(server.ports) - set(TRITON_PORTS))
+    for name in unknown_ports:
+        add(("server", "ports", name), f"unknown port name; Triton's are "
+            f"{', '.join(TRITON_PORTS)}")
+    if spec.model.format == "onnx" and spec.model.source.path is not None \
+            and not spec.model.source.path.endswith(".onnx"):
+        add(("model", "source"), "format onnx expects a .onnx file")
+    if spec.stages.latency.batch_size > server.batching.max_batch_size:
+        add(("stages", "latency", "batch_size"),
+            f"{spec.stages.latency.batch_size} is over server.batching.max_batch_size "
+            f"{server.batching.max_batch_size}")
+    return issues
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Spec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "serve.yaml (version 1)"
+    return schema

@@ -1,0 +1,81 @@
+"""What the stages of one run share: the spec, the run folder, and what earlier stages made."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from pipeline.config import LoadedSpec
+from pipeline.errors import ServerError
+from pipeline.model_runtime import LoadedModel
+from pipeline.reference import load_reference
+from pipeline.results import StageResult
+from pipeline.servers.triton import ModelRepository, TritonServer
+
+
+class Progress(Protocol):
+    def __call__(self, stage: str, done: float, total: float, text: str) -> None: ...
+
+
+def no_progress(stage: str, done: float, total: float, text: str) -> None:
+    """A progress sink that ignores everything (tests, scripts)."""
+
+
+@dataclass(frozen=True)
+class BuildOutput:
+    """The served artifact: a Triton model repository, digested before it is served."""
+
+    repository: ModelRepository
+    repository_tar: Path
+    repository_digest: str
+    config_text: str
+    config_digest: str
+    model_file: Path
+    model_digest: str
+
+
+@dataclass
+class RunContext:
+    loaded: LoadedSpec
+    run_id: str
+    run_dir: Path
+    env: Mapping[str, str]
+    resources: ExitStack
+    progress: Progress = no_progress
+    promote_to: str | None = None
+    actor: str = "unknown"
+    build: BuildOutput | None = None
+    server: TritonServer | None = None
+    cold_start_s: float | None = None
+    results: list[StageResult] = field(default_factory=list)
+    release_id: str | None = None
+    _reference: Future[LoadedModel] | None = None
+
+    def preload_reference(self) -> None:
+        """Load the reference model (and torch) in the background while the server starts."""
+        if self._reference is None:
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reference")
+            self._reference = executor.submit(load_reference, self.loaded)
+            executor.shutdown(wait=False)
+
+    def reference_model(self) -> LoadedModel:
+        self.preload_reference()
+        assert self._reference is not None
+        return self._reference.result()
+
+    def require_build(self) -> BuildOutput:
+        if self.build is None:
+            raise ServerError("no build output: the build stage did not run")
+        return self.build
+
+    def require_server(self) -> TritonServer:
+        """The running server; ServerError quoting its log if it is gone."""
+        if self.server is None:
+            raise ServerError("no server: the start stage did not run")
+        if not self.server.process.is_running():
+            raise ServerError(self.server.describe_death())
+        return self.server

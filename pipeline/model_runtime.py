@@ -1,0 +1,113 @@
+"""Load and run a model file: the one runtime shared by the reference and the server.
+
+The pipeline's parity reference and the Triton python-backend `model.py` both
+use this module (it is copied into the model repository), so it imports only
+numpy, torch and onnxruntime and nothing from `pipeline`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[Any]
+
+
+class LoadedModel:
+    """A model that maps input arrays (spec order) to output arrays (spec order)."""
+
+    def __init__(self, fmt: str, model_path: Path, output_names: Sequence[str],
+                 entrypoint: str | None = None, trusted: bool = False,
+                 device: str = "cpu", threads: int | None = None) -> None:
+        self.format = fmt
+        self.output_names = list(output_names)
+        self.device = device
+        self._run: Callable[[list[Array]], list[Array]]
+        if fmt == "onnx":
+            self._run = _onnx_runner(model_path, self.output_names, device, threads)
+        elif fmt in ("torchscript", "eager"):
+            self._run = _torch_runner(fmt, model_path, self.output_names, entrypoint, trusted,
+                                      device, threads)
+        else:
+            raise ValueError(f"unknown model format {fmt!r}")
+
+    def __call__(self, inputs: list[Array]) -> list[Array]:
+        outputs = self._run(inputs)
+        if len(outputs) != len(self.output_names):
+            raise ValueError(f"the model returned {len(outputs)} outputs, the spec names "
+                             f"{len(self.output_names)}: {', '.join(self.output_names)}")
+        return outputs
+
+
+def _onnx_runner(model_path: Path, output_names: list[str], device: str,
+                 threads: int | None) -> Callable[[list[Array]], list[Array]]:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    providers = ["CUDAExecutionProvider"] if device.startswith("cuda") else []
+    session = onnxruntime.InferenceSession(str(model_path), options,
+                                           providers=[*providers, "CPUExecutionProvider"])
+    input_names = [node.name for node in session.get_inputs()]
+
+    def run(inputs: list[Array]) -> list[Array]:
+        feeds = dict(zip(input_names, inputs, strict=True))
+        return [np.asarray(out) for out in session.run(output_names, feeds)]
+
+    return run
+
+
+def _torch_runner(fmt: str, model_path: Path, output_names: list[str], entrypoint: str | None,
+                  trusted: bool, device: str,
+                  threads: int | None) -> Callable[[list[Array]], list[Array]]:
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    if fmt == "torchscript":
+        module = torch.jit.load(  # type: ignore[no-untyped-call]
+            str(model_path), map_location=device)
+    else:
+        if entrypoint is None:
+            raise ValueError("format eager needs an entrypoint 'file.py:callable'")
+        module = _build_eager(entrypoint)
+        state = torch.load(str(model_path), map_location=device, weights_only=not trusted)
+        module.load_state_dict(state)
+        module.to(device)
+    module.eval()
+
+    def run(inputs: list[Array]) -> list[Array]:
+        tensors = [torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in inputs]
+        with torch.inference_mode():
+            result = module(*tensors)
+        if isinstance(result, dict):
+            result = [result[name] for name in output_names]
+        elif isinstance(result, torch.Tensor):
+            result = [result]
+        return [t.detach().to("cpu").numpy() for t in result]
+
+    return run
+
+
+def _build_eager(entrypoint: str) -> Any:
+    file_part, _, attribute = entrypoint.rpartition(":")
+    path = Path(file_part)
+    module_name = f"_serve_pipeline_entry_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot import entrypoint file {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise ValueError(f"{path} has no callable '{attribute}'")
+    return factory()

@@ -1,0 +1,117 @@
+"""Child processes that always stop: own process group, terminate → wait → kill."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import psutil
+
+
+class ManagedProcess:
+    """A subprocess in its own session whose output goes to a log file.
+
+    Ctrl-C in the terminal reaches only our process group, so the child is
+    stopped by our teardown, in order, rather than by the terminal.
+    """
+
+    def __init__(self, argv: Sequence[str], log_path: Path, env: Mapping[str, str],
+                 cwd: Path | None = None) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = dict(env)
+        self.cwd = cwd
+        self._popen: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+
+    def start(self) -> ManagedProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self._popen = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=self.env, cwd=self.cwd, start_new_session=True)
+        self.started_at = time.monotonic()
+        return self
+
+    @property
+    def pid(self) -> int:
+        if self._popen is None:
+            raise RuntimeError("process not started")
+        return self._popen.pid
+
+    def poll(self) -> int | None:
+        return None if self._popen is None else self._popen.poll()
+
+    def is_running(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def describe_exit(self) -> str:
+        code = self.poll()
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def log_tail(self, lines: int = 12) -> list[str]:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return []
+        return [line for line in text.splitlines() if line.strip()][-lines:]
+
+    def tree(self) -> list[psutil.Process]:
+        """The process and all its descendants that still exist."""
+        if not self.is_running():
+            return []
+        try:
+            root = psutil.Process(self.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """SIGTERM the group, wait up to `grace_s`, then SIGKILL whatever is left of it."""
+        if self._popen is None:
+            return
+        members = self._group_members()
+        if self._popen.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._popen.wait(timeout=grace_s)
+        self._signal_group(signal.SIGKILL)
+        self._popen.wait()
+        _, alive = psutil.wait_procs(members, timeout=5.0)
+        for process in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+
+    def _group_members(self) -> list[psutil.Process]:
+        members = []
+        for process in psutil.process_iter(["pid"]):
+            try:
+                if os.getpgid(process.pid) == self.pid:
+                    members.append(process)
+            except (ProcessLookupError, PermissionError, psutil.Error):
+                continue
+        return members
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+
+    def __enter__(self) -> ManagedProcess:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

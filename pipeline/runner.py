@@ -1,0 +1,144 @@
+"""Run the stages in order; a failure aborts the rest; teardown always runs."""
+
+from __future__ import annotations
+
+import platform
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any, Protocol
+
+from pipeline import __version__
+from pipeline.context import RunContext
+from pipeline.errors import PipelineError
+from pipeline.record import write_record
+from pipeline.release import iso, utc_now
+from pipeline.results import StageResult, Status
+from stages import build, latency, parity, publish, readiness, saturation, start
+
+STAGES: tuple[ModuleType, ...] = (build, start, readiness, parity, latency, saturation, publish)
+
+
+class Observer(Protocol):
+    def stage_started(self, name: str) -> None: ...
+    def stage_finished(self, result: StageResult) -> None: ...
+
+
+class SilentObserver:
+    def stage_started(self, name: str) -> None:
+        """Nothing to show."""
+
+    def stage_finished(self, result: StageResult) -> None:
+        """Nothing to show."""
+
+
+@contextmanager
+def _no_interrupts() -> Iterator[None]:
+    """Keep a second Ctrl-C from cutting teardown short (and leaving a server behind)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_stage(stage: ModuleType, ctx: RunContext) -> StageResult:
+    started = time.monotonic()
+    try:
+        result: StageResult = stage.run(ctx)
+    except PipelineError as exc:
+        result = StageResult(stage.NAME, Status.FAILED, str(exc))
+    except KeyboardInterrupt:
+        result = StageResult(stage.NAME, Status.FAILED, "interrupted (Ctrl-C or SIGTERM)")
+        result.duration_s = time.monotonic() - started
+        raise _Interrupted(result) from None
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+class _Interrupted(Exception):
+    def __init__(self, result: StageResult) -> None:
+        self.result = result
+
+
+def run_pipeline(ctx: RunContext, observer: Observer | None = None,
+                 command: str = "run") -> dict[str, Any]:
+    """Run every stage and return the run record (also written to the run folder)."""
+    watcher = observer or SilentObserver()
+    started_at = utc_now()
+    started = time.monotonic()
+    record: dict[str, Any] = {
+        "schema": 1, "run_id": ctx.run_id, "status": "running", "command": command,
+        "name": ctx.loaded.spec.name, "environment": ctx.loaded.environment,
+        "spec_file": str(ctx.loaded.path), "spec_files": list(ctx.loaded.files),
+        "spec_digest": ctx.loaded.digest, "started_at": iso(started_at), "finished_at": None,
+        "duration_s": None, "tool_version": __version__,
+        "host": {"machine": platform.machine(), "python": platform.python_version(),
+                 "node": platform.node()},
+        "server": {"kind": ctx.loaded.spec.server.kind, "log": "server.log"},
+        "stages": [], "release_id": None, "promoted_to": None, "interrupted": False,
+        "teardown_s": None,
+    }
+    record_path = ctx.run_dir / "record.json"
+    failure: str | None = None
+    interrupted = False
+    early_teardown: threading.Thread | None = None
+    last_server_stage = max(i for i, s in enumerate(STAGES) if getattr(s, "USES_SERVER", False))
+    ctx.preload_reference()
+    try:
+        for index, stage in enumerate(STAGES):
+            if failure is not None:
+                result = StageResult(stage.NAME, Status.ABORTED, failure)
+            else:
+                watcher.stage_started(stage.NAME)
+                try:
+                    result = _run_stage(stage, ctx)
+                except _Interrupted as stop:
+                    result = stop.result
+                    interrupted = True
+                if result.status is Status.FAILED:
+                    failure = f"aborted: {stage.NAME} " + (
+                        "was interrupted" if interrupted else "failed")
+            ctx.results.append(result)
+            record["stages"].append(result.to_json())
+            watcher.stage_finished(result)
+            write_record(record_path, record)
+            if index == last_server_stage:
+                # Nothing later needs the server: let its graceful shutdown overlap publish.
+                early_teardown = threading.Thread(target=ctx.resources.close,
+                                                  name="teardown", daemon=True)
+                teardown_started = time.monotonic()
+                early_teardown.start()
+    finally:
+        with _no_interrupts():
+            if early_teardown is None:
+                teardown_started = time.monotonic()
+                ctx.resources.close()
+            else:
+                early_teardown.join()
+        record["teardown_s"] = time.monotonic() - teardown_started
+        if ctx.server is not None:
+            record["server"]["exit"] = ctx.server.process.describe_exit()
+        passed = all(r.status in (Status.PASSED, Status.SKIPPED) for r in ctx.results) and \
+            len(ctx.results) == len(STAGES)
+        record.update(status="passed" if passed else "failed", finished_at=iso(utc_now()),
+                      duration_s=time.monotonic() - started, release_id=ctx.release_id,
+                      promoted_to=ctx.promote_to if passed else None,
+                      interrupted=interrupted)
+        write_record(record_path, record)
+    if interrupted:
+        raise KeyboardInterrupt
+    return record
+
+
+def new_run_id(moment: Any = None) -> str:
+    import secrets
+
+    moment = moment or utc_now()
+    return f"{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"

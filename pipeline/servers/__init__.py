@@ -1,0 +1,1 @@
+"""Model servers: render their configs, start them, watch them."""

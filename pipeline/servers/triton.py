@@ -1,0 +1,332 @@
+"""Triton Inference Server: model repository, config, local process, health and statistics."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import sysconfig
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from pipeline import http
+from pipeline.config import Spec
+from pipeline.errors import ServerError
+from pipeline.process import ManagedProcess
+from pipeline.tensors import config_dtype
+
+ASSETS = Path(__file__).parent / "assets"
+RUNTIME_MODULE = Path(__file__).parent.parent / "model_runtime.py"
+MODEL_VERSION = "1"
+
+
+# ---------------------------------------------------------------- config.pbtxt
+
+
+def render_model_config(spec: Spec, model_file: str, entrypoint_file: str | None) -> Any:
+    """The model's config as Triton's own ModelConfig protobuf."""
+    batching = spec.server.batching
+    config = pb.ModelConfig(name=spec.name, backend=spec.server.backend,
+                            max_batch_size=batching.max_batch_size)
+    for tensor in spec.model.inputs:
+        config.input.add(name=tensor.name, data_type=pb.DataType.Value(config_dtype(tensor.dtype)),
+                         dims=tensor.shape)
+    for tensor in spec.model.outputs:
+        config.output.add(name=tensor.name,
+                          data_type=pb.DataType.Value(config_dtype(tensor.dtype)),
+                          dims=tensor.shape)
+    if batching.max_batch_size > 1:
+        delay_us = batching.max_queue_delay.exact_in("us")
+        if delay_us is None:
+            raise ValueError(f"max_queue_delay {batching.max_queue_delay} is not a whole number "
+                             "of microseconds")
+        config.dynamic_batching.max_queue_delay_microseconds = delay_us
+        config.dynamic_batching.preferred_batch_size.extend(batching.preferred_batch_sizes)
+    kind = (pb.ModelInstanceGroup.KIND_GPU if spec.server.device == "gpu"
+            else pb.ModelInstanceGroup.KIND_CPU)
+    config.instance_group.add(count=spec.server.instances, kind=kind)
+    parameters = {"format": spec.model.format, "model_file": model_file,
+                  "entrypoint": entrypoint_file or "", "threads": "1",
+                  "trusted": "true" if spec.model.trusted else "false"}
+    for key, value in parameters.items():
+        config.parameters[key].string_value = value
+    return config
+
+
+def config_text(config: Any) -> str:
+    return str(text_format.MessageToString(config))
+
+
+def check_model_config(text: str, spec: Spec) -> list[str]:
+    """Parse the rendered config.pbtxt with Triton's schema and compare it with the spec."""
+    try:
+        config = text_format.Parse(text, pb.ModelConfig())
+    except text_format.ParseError as exc:
+        return [f"config.pbtxt does not parse as a Triton ModelConfig: {exc}"]
+    problems = []
+    if config.name != spec.name:
+        problems.append(f"name {config.name!r} is not {spec.name!r}")
+    for kind, declared, tensors in (("input", config.input, spec.model.inputs),
+                                    ("output", config.output, spec.model.outputs)):
+        rendered = [(t.name, pb.DataType.Name(t.data_type), list(t.dims)) for t in declared]
+        wanted = [(t.name, config_dtype(t.dtype), t.shape) for t in tensors]
+        if rendered != wanted:
+            problems.append(f"{kind}s {rendered} differ from the spec {wanted}")
+    batching = spec.server.batching
+    if config.max_batch_size != batching.max_batch_size:
+        problems.append(f"max_batch_size {config.max_batch_size} is not "
+                        f"{batching.max_batch_size}")
+    if batching.max_batch_size > 1:
+        if not config.HasField("dynamic_batching"):
+            problems.append("dynamic_batching is missing")
+        elif config.dynamic_batching.max_queue_delay_microseconds * 1000 != \
+                batching.max_queue_delay.ns:
+            problems.append("max_queue_delay_microseconds "
+                            f"{config.dynamic_batching.max_queue_delay_microseconds} is not "
+                            f"{batching.max_queue_delay}")
+        bad = [s for s in config.dynamic_batching.preferred_batch_size
+               if s > config.max_batch_size]
+        if bad:
+            problems.append(f"preferred_batch_size {bad} over max_batch_size")
+    if sum(group.count for group in config.instance_group) != spec.server.instances:
+        problems.append("instance_group count differs from server.instances")
+    return problems
+
+
+# ---------------------------------------------------------------- model repository
+
+
+@dataclass(frozen=True)
+class ModelRepository:
+    root: Path
+    model_dir: Path
+    config_path: Path
+
+
+def write_model_repository(spec: Spec, model_file: Path, entrypoint: Path | None,
+                           destination: Path) -> ModelRepository:
+    """<destination>/<name>/config.pbtxt and <name>/1/{model.py, model_runtime.py, model}."""
+    model_dir = destination / spec.name
+    version_dir = model_dir / MODEL_VERSION
+    version_dir.mkdir(parents=True)
+    stored_model = {"torchscript": "model.pt", "eager": "weights.pt",
+                    "onnx": "model.onnx"}[spec.model.format]
+    shutil.copyfile(model_file, version_dir / stored_model)
+    entrypoint_file = None
+    if entrypoint is not None:
+        attribute = (spec.model.entrypoint or "").rpartition(":")[2]
+        shutil.copyfile(entrypoint, version_dir / "entrypoint.py")
+        entrypoint_file = f"entrypoint.py:{attribute}"
+    shutil.copyfile(ASSETS / "triton_model.py", version_dir / "model.py")
+    shutil.copyfile(RUNTIME_MODULE, version_dir / "model_runtime.py")
+    text = config_text(render_model_config(spec, stored_model, entrypoint_file))
+    config_path = model_dir / "config.pbtxt"
+    config_path.write_text(text)
+    return ModelRepository(destination, model_dir, config_path)
+
+
+# ---------------------------------------------------------------- installation
+
+
+@dataclass(frozen=True)
+class TritonInstallation:
+    """The tritonserver binary and python backend bundled in the nvidia-pytriton wheel."""
+
+    binary: Path
+    backend_dir: Path
+    stub: Path
+    lib_dirs: tuple[Path, ...]
+
+    @classmethod
+    def find(cls) -> TritonInstallation:
+        found = importlib.util.find_spec("pytriton")
+        if found is None or not found.submodule_search_locations:
+            raise ServerError("tritonserver not found: install nvidia-pytriton==0.7.0 "
+                              "(it bundles tritonserver and its python backend)")
+        package = Path(next(iter(found.submodule_search_locations)))
+        server = package / "tritonserver"
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        stub = server / "python_backend_stubs" / version / "triton_python_backend_stub"
+        binary = server / "bin" / "tritonserver"
+        for needed in (binary, stub, server / "backends" / "python" / "libtriton_python.so"):
+            if not needed.exists():
+                raise ServerError(f"incomplete Triton install: {needed} is missing")
+        libs = package.parent / "nvidia_pytriton.libs"
+        python_libdir = Path(str(sysconfig.get_config_var("LIBDIR") or ""))
+        return cls(binary, server / "backends" / "python", stub, (libs, python_libdir))
+
+    def prepare_backends(self, destination: Path) -> Path:
+        """A backend directory with the python backend and the stub for this interpreter."""
+        python_dir = destination / "python"
+        python_dir.mkdir(parents=True, exist_ok=True)
+        for source in (self.backend_dir / "libtriton_python.so",
+                       self.backend_dir / "triton_python_backend_utils.py", self.stub):
+            target = python_dir / source.name
+            if not target.exists():
+                shutil.copy2(source, target)
+        return destination
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        env = dict(base)
+        # The stub finds its interpreter (and numpy, torch) through python3 on PATH.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), base.get("PATH", "")])
+        libs = [str(p) for p in self.lib_dirs if str(p)]
+        if base.get("LD_LIBRARY_PATH"):
+            libs.append(base["LD_LIBRARY_PATH"])
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
+        return env
+
+
+# ---------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True)
+class TritonStats:
+    """Cumulative per-model statistics from /v2/models/<m>/stats."""
+
+    inference_count: int = 0
+    execution_count: int = 0
+    success_count: int = 0
+    fail_count: int = 0
+    queue_ns: int = 0
+    compute_input_ns: int = 0
+    compute_infer_ns: int = 0
+    compute_output_ns: int = 0
+    batch_executions: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> TritonStats:
+        stats = body["model_stats"][0]
+        inference = stats["inference_stats"]
+        return cls(
+            inference_count=int(stats.get("inference_count", 0)),
+            execution_count=int(stats.get("execution_count", 0)),
+            success_count=int(inference["success"]["count"]),
+            fail_count=int(inference["fail"]["count"]),
+            queue_ns=int(inference["queue"]["ns"]),
+            compute_input_ns=int(inference["compute_input"]["ns"]),
+            compute_infer_ns=int(inference["compute_infer"]["ns"]),
+            compute_output_ns=int(inference["compute_output"]["ns"]),
+            batch_executions={int(b["batch_size"]): int(b["compute_infer"]["count"])
+                              for b in stats.get("batch_stats", [])},
+        )
+
+    def since(self, before: TritonStats) -> TritonStats:
+        return TritonStats(
+            inference_count=self.inference_count - before.inference_count,
+            execution_count=self.execution_count - before.execution_count,
+            success_count=self.success_count - before.success_count,
+            fail_count=self.fail_count - before.fail_count,
+            queue_ns=self.queue_ns - before.queue_ns,
+            compute_input_ns=self.compute_input_ns - before.compute_input_ns,
+            compute_infer_ns=self.compute_infer_ns - before.compute_infer_ns,
+            compute_output_ns=self.compute_output_ns - before.compute_output_ns,
+            batch_executions={
+                size: count - before.batch_executions.get(size, 0)
+                for size, count in self.batch_executions.items()
+                if count - before.batch_executions.get(size, 0) > 0},
+        )
+
+    def window_metrics(self) -> dict[str, float]:
+        """Averages over a window (call on a delta): where a request spent its time."""
+        requests = max(self.success_count, 1)
+        executions = max(self.execution_count, 1)
+        return {
+            "server_requests": float(self.success_count),
+            "server_executions": float(self.execution_count),
+            "server_avg_batch_size": self.inference_count / executions,
+            "server_queue_us": self.queue_ns / requests / 1e3,
+            "server_compute_input_us": self.compute_input_ns / requests / 1e3,
+            "server_compute_infer_us": self.compute_infer_ns / requests / 1e3,
+            "server_compute_output_us": self.compute_output_ns / requests / 1e3,
+        }
+
+
+# ---------------------------------------------------------------- the process
+
+
+@dataclass(frozen=True)
+class TritonPorts:
+    http: int
+    grpc: int
+    metrics: int
+
+
+class TritonServer:
+    """A local tritonserver process serving one model repository on loopback."""
+
+    kind = "triton"
+
+    def __init__(self, installation: TritonInstallation, repository: Path, model_name: str,
+                 ports: TritonPorts, run_dir: Path, env: Mapping[str, str]) -> None:
+        self.model_name = model_name
+        self.ports = ports
+        self.base_url = f"http://127.0.0.1:{ports.http}"
+        backends = installation.prepare_backends(run_dir / "triton-backends")
+        argv = [
+            str(installation.binary),
+            f"--model-repository={repository}",
+            f"--backend-directory={backends}",
+            "--http-address=127.0.0.1", f"--http-port={ports.http}",
+            "--grpc-address=127.0.0.1", f"--grpc-port={ports.grpc}",
+            "--metrics-address=127.0.0.1", f"--metrics-port={ports.metrics}",
+            "--allow-gpu-metrics=false", "--allow-cpu-metrics=true",
+            "--allow-sagemaker=false", "--allow-vertex-ai=false",
+            "--exit-on-error=true", "--strict-readiness=true",
+            # The repository API stays off: the model set is fixed by the release.
+            "--model-control-mode=none",
+        ]
+        self.process = ManagedProcess(argv, run_dir / "server.log",
+                                      installation.environment(env), cwd=run_dir)
+
+    def start(self) -> TritonServer:
+        self.process.start()
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def describe_death(self) -> str:
+        tail = " | ".join(self.process.log_tail(6))
+        return f"tritonserver {self.process.describe_exit()}; last log lines: {tail}"
+
+    def is_ready(self, timeout_s: float = 2.0) -> bool:
+        try:
+            server = http.call("GET", f"{self.base_url}/v2/health/ready", timeout_s=timeout_s)
+            model = http.call("GET", f"{self.base_url}/v2/models/{self.model_name}/ready",
+                              timeout_s=timeout_s)
+        except http.Unreachable:
+            return False
+        return server.status == 200 and model.status == 200
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.1) -> float:
+        """Seconds from process start to ready; ServerError with the log on death or deadline."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.process.is_running():
+                raise ServerError(f"tritonserver died before it was ready: "
+                                  f"{self.describe_death()}")
+            if self.is_ready(timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
+                return time.monotonic() - self.process.started_at
+            time.sleep(poll_s)
+        tail = " | ".join(self.process.log_tail(6))
+        raise ServerError(f"tritonserver not ready within {timeout_s:g}s "
+                          f"(model '{self.model_name}'); last log lines: {tail}")
+
+    def stats(self) -> TritonStats:
+        url = f"{self.base_url}/v2/models/{self.model_name}/stats"
+        try:
+            reply = http.call("GET", url, timeout_s=5.0)
+        except http.Unreachable as exc:
+            raise ServerError(f"cannot read statistics: {exc}") from None
+        if reply.status != 200:
+            raise ServerError(f"GET {url} answered {reply.status}: {reply.text()[:200]}")
+        return TritonStats.from_json(json.loads(reply.body))

@@ -1,0 +1,228 @@
+"""The release store: immutable content-addressed blobs, create-only and compare-and-swap keys.
+
+Layout (see shared/design/architecture.md):
+    blobs/sha256/<hex>, releases/<name>/<id>.json, environments/<name>/<env>.json,
+    audit/<name>/<timestamp>-<event>.json
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from pipeline.errors import ConflictError, StoreError
+
+CHUNK = 1 << 20
+HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+class Store(Protocol):
+    url: str
+
+    def has_blob(self, digest: str) -> bool: ...
+    def put_blob(self, path: Path, digest: str) -> bool: ...
+    def put_blob_bytes(self, data: bytes) -> tuple[str, bool]: ...
+    def read_blob(self, digest: str) -> bytes: ...
+    def verify_blob(self, digest: str) -> str | None: ...
+    def create(self, key: str, data: bytes) -> None: ...
+    def read(self, key: str) -> bytes | None: ...
+    def read_versioned(self, key: str) -> tuple[bytes, str] | None: ...
+    def write_if(self, key: str, data: bytes, expected_etag: str | None) -> None: ...
+    def list(self, prefix: str) -> list[str]: ...
+
+
+def blob_key(digest: str) -> str:
+    if not HEX_DIGEST.match(digest):
+        raise StoreError(f"not a sha256 digest: {digest!r}")
+    return f"blobs/sha256/{digest}"
+
+
+class LocalStore:
+    """A directory. Writes go to a temp file that is fsynced and then linked or renamed
+    into place, so a reader never sees half a file and a crash leaves only temp files."""
+
+    def __init__(self, root: Path, url: str) -> None:
+        self.root = root
+        self.url = url
+
+    def _path(self, key: str) -> Path:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StoreError(f"invalid store key {key!r}")
+        return self.root / key
+
+    @contextlib.contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            if isinstance(exc, FileExistsError):
+                raise
+            reason = exc.strerror or str(exc)
+            raise StoreError(f"store {self.url}: cannot {action}: {reason}") from None
+
+    def _temp(self, final: Path) -> Path:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return final.parent / f".{final.name}.{secrets.token_hex(6)}.tmp"
+
+    @staticmethod
+    def _fsync_dir(folder: Path) -> None:
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+    def _write_temp(self, final: Path, data: bytes) -> Path:
+        temp = self._temp(final)
+        with temp.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return temp
+
+    def has_blob(self, digest: str) -> bool:
+        return self._path(blob_key(digest)).is_file()
+
+    def put_blob(self, path: Path, digest: str) -> bool:
+        """Copy `path` in under its digest unless present; True when bytes were written."""
+        final = self._path(blob_key(digest))
+        if final.is_file():
+            return False
+        with self._errors(f"write blob {digest[:12]}"):
+            temp = self._temp(final)
+            hasher = hashlib.sha256()
+            try:
+                with path.open("rb") as source, temp.open("wb") as target:
+                    while chunk := source.read(CHUNK):
+                        hasher.update(chunk)
+                        target.write(chunk)
+                    target.flush()
+                    os.fsync(target.fileno())
+                if hasher.hexdigest() != digest:
+                    raise StoreError(f"{path} changed while it was published: sha256 "
+                                     f"{hasher.hexdigest()[:12]} is not {digest[:12]}")
+                os.replace(temp, final)
+                self._fsync_dir(final.parent)
+            finally:
+                temp.unlink(missing_ok=True)
+        return True
+
+    def put_blob_bytes(self, data: bytes) -> tuple[str, bool]:
+        digest = hashlib.sha256(data).hexdigest()
+        final = self._path(blob_key(digest))
+        if final.is_file():
+            return digest, False
+        with self._errors(f"write blob {digest[:12]}"):
+            temp = self._write_temp(final, data)
+            try:
+                os.replace(temp, final)
+                self._fsync_dir(final.parent)
+            finally:
+                temp.unlink(missing_ok=True)
+        return digest, True
+
+    def read_blob(self, digest: str) -> bytes:
+        data = self.read(blob_key(digest))
+        if data is None:
+            raise StoreError(f"store {self.url}: blob {digest[:12]} is missing")
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
+        return data
+
+    def verify_blob(self, digest: str) -> str | None:
+        """None if the blob is there and intact, else what is wrong."""
+        path = self._path(blob_key(digest))
+        hasher = hashlib.sha256()
+        try:
+            with path.open("rb") as handle:
+                while chunk := handle.read(CHUNK):
+                    hasher.update(chunk)
+        except FileNotFoundError:
+            return f"blob {digest[:12]} is missing"
+        except OSError as exc:
+            return f"blob {digest[:12]} cannot be read: {exc.strerror}"
+        if hasher.hexdigest() != digest:
+            return f"blob {digest[:12]} is corrupt (sha256 {hasher.hexdigest()[:12]})"
+        return None
+
+    def create(self, key: str, data: bytes) -> None:
+        final = self._path(key)
+        with self._errors(f"create {key}"):
+            temp = self._write_temp(final, data)
+            try:
+                os.link(temp, final)
+                self._fsync_dir(final.parent)
+            except FileExistsError:
+                raise ConflictError(f"store {self.url}: {key} already exists") from None
+            finally:
+                temp.unlink(missing_ok=True)
+
+    def read(self, key: str) -> bytes | None:
+        with self._errors(f"read {key}"):
+            try:
+                return self._path(key).read_bytes()
+            except FileNotFoundError:
+                return None
+
+    def read_versioned(self, key: str) -> tuple[bytes, str] | None:
+        data = self.read(key)
+        return None if data is None else (data, hashlib.sha256(data).hexdigest())
+
+    def write_if(self, key: str, data: bytes, expected_etag: str | None) -> None:
+        """Replace `key` only if it still has `expected_etag` (None: only if absent).
+
+        An flock on a lock file serialises writers; the kernel drops it if we die,
+        so no stale lock survives a crash. The swap itself is an atomic rename.
+        """
+        final = self._path(key)
+        with self._errors(f"update {key}"):
+            final.parent.mkdir(parents=True, exist_ok=True)
+            lock_path = final.parent / f".{final.name}.lock"
+            with lock_path.open("a") as lock:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+                current = self.read_versioned(key)
+                current_etag = None if current is None else current[1]
+                if current_etag != expected_etag:
+                    raise ConflictError(
+                        f"store {self.url}: {key} changed since it was read (another "
+                        "promotion or rollback won the race); nothing was changed")
+                temp = self._write_temp(final, data)
+                try:
+                    os.replace(temp, final)
+                    self._fsync_dir(final.parent)
+                finally:
+                    temp.unlink(missing_ok=True)
+
+    def list(self, prefix: str) -> list[str]:
+        folder = self._path(prefix.rstrip("/"))
+        if not folder.is_dir():
+            return []
+        with self._errors(f"list {prefix}"):
+            return sorted(
+                p.relative_to(self.root).as_posix() for p in folder.rglob("*")
+                if p.is_file() and not p.name.startswith("."))
+
+
+def open_store(url: str, workspace: Path) -> Store:
+    if url.startswith("file://"):
+        location = Path(url.removeprefix("file://"))
+        root = location if location.is_absolute() else workspace / location
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"store {url}: cannot create {root}: {exc.strerror}") from None
+        if not os.access(root, os.W_OK):
+            raise StoreError(f"store {url}: {root} is not writable ({errno.errorcode[13]})")
+        return LocalStore(root, url)
+    if url.startswith("s3://"):
+        raise StoreError(f"store {url}: s3:// stores are not supported by this version; "
+                         "use file://<dir>")
+    raise StoreError(f"store {url}: unknown scheme (expected file:// or s3://)")

@@ -1,0 +1,184 @@
+"""Quantities that must carry a unit: durations, rates and percentages.
+
+Triton counts queue delay in microseconds and TorchServe in milliseconds, so a
+bare number in the spec is refused rather than guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+_NS_PER_UNIT = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
+                "m": 60_000_000_000, "min": 60_000_000_000}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|min|m)\s*$")
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|min)\s*$")
+_PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+DURATION_PATTERN = r"^\s*\d+(\.\d+)?\s*(ns|us|µs|ms|s|min|m)\s*$"
+RATE_PATTERN = r"^\s*\d+(\.\d+)?\s*/\s*(s|sec|min)\s*$"
+PERCENT_PATTERN = r"^\s*\d+(\.\d+)?\s*%\s*$"
+
+
+@dataclass(frozen=True, order=True)
+class Duration:
+    """An exact duration in nanoseconds, with the text the user wrote."""
+
+    ns: int
+    text: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return self.ns / 1e9
+
+    @property
+    def ms(self) -> float:
+        return self.ns / 1e6
+
+    @property
+    def us(self) -> float:
+        return self.ns / 1e3
+
+    def exact_in(self, unit: str) -> int | None:
+        """The duration as a whole number of `unit`, or None if it is not whole."""
+        per = _NS_PER_UNIT[unit]
+        return self.ns // per if self.ns % per == 0 else None
+
+    def __add__(self, other: Duration) -> Duration:
+        return Duration(self.ns + other.ns, format_duration_ns(self.ns + other.ns))
+
+    def __sub__(self, other: Duration) -> Duration:
+        return Duration(self.ns - other.ns, format_duration_ns(self.ns - other.ns))
+
+    def __str__(self) -> str:
+        return self.text or format_duration_ns(self.ns)
+
+
+def format_duration_ns(ns: int) -> str:
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    for unit in ("s", "ms", "us"):
+        if ns % _NS_PER_UNIT[unit] == 0 and ns >= _NS_PER_UNIT[unit]:
+            return f"{sign}{ns // _NS_PER_UNIT[unit]}{unit}"
+    if ns >= 1_000_000:
+        return f"{sign}{ns / 1e6:g}ms"
+    if ns >= 1_000:
+        return f"{sign}{ns / 1e3:g}us"
+    return f"{sign}{ns}ns"
+
+
+def _bare_number_error(kind: str, value: Any, example: str, why: str) -> PydanticCustomError:
+    return PydanticCustomError(
+        "unit_required",
+        "expected a {kind} with a unit (e.g. {example}), got the bare number {value}: {why}",
+        {"kind": kind, "example": example, "value": value, "why": why},
+    )
+
+
+def parse_duration(value: Any) -> Duration:
+    if isinstance(value, Duration):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise PydanticCustomError(
+            "duration", "expected a duration such as 500us, 2ms or 1.5s, got {value!r}",
+            {"value": value})
+    if isinstance(value, (int, float)):
+        raise _bare_number_error(
+            "duration", value, "2ms or 500us",
+            "Triton counts queue delay in microseconds and TorchServe in milliseconds, "
+            "so a number without a unit is ambiguous")
+    match = _DURATION_RE.match(value)
+    if match is None:
+        raise PydanticCustomError(
+            "duration", "expected a duration such as 500us, 2ms or 1.5s, got {value!r}",
+            {"value": value})
+    number, unit = match.groups()
+    try:
+        ns = Decimal(number) * _NS_PER_UNIT[unit]
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise PydanticCustomError("duration", "not a number: {value!r}", {"value": value}) from exc
+    if ns != ns.to_integral_value():
+        raise PydanticCustomError(
+            "duration", "{value!r} is finer than a nanosecond", {"value": value})
+    return Duration(int(ns), value.strip())
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Requests per second."""
+
+    per_second: float
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text or f"{self.per_second:g}/s"
+
+
+def parse_rate(value: Any) -> Rate:
+    if isinstance(value, Rate):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise _bare_number_error("rate", value, "200/s", "write the time unit, like 200/s or "
+                                 "12000/min")
+    match = _RATE_RE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise PydanticCustomError(
+            "rate", "expected a rate such as 200/s or 12000/min, got {value!r}", {"value": value})
+    number, unit = match.groups()
+    per_second = float(number) / (60.0 if unit == "min" else 1.0)
+    return Rate(per_second, str(value).strip())
+
+
+@dataclass(frozen=True)
+class Percentage:
+    """A fraction written as a percentage ("0.1%" is 0.001)."""
+
+    fraction: float
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text or f"{self.fraction * 100:g}%"
+
+
+def parse_percentage(value: Any) -> Percentage:
+    if isinstance(value, Percentage):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise _bare_number_error("percentage", value, "0.1%",
+                                 "0.1 could mean 0.1% or 10%; write the percent sign")
+    match = _PERCENT_RE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise PydanticCustomError(
+            "percentage", "expected a percentage such as 0.1%, got {value!r}", {"value": value})
+    fraction = float(match.group(1)) / 100.0
+    if fraction > 1.0:
+        raise PydanticCustomError("percentage", "{value!r} is over 100%", {"value": value})
+    return Percentage(fraction, str(value).strip())
+
+
+DurationField = Annotated[
+    Duration,
+    BeforeValidator(parse_duration),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN,
+                    "description": "A duration with a unit: ns, us, ms, s, min (e.g. 2ms)."}),
+]
+RateField = Annotated[
+    Rate,
+    BeforeValidator(parse_rate),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "pattern": RATE_PATTERN,
+                    "description": "Requests per time unit (e.g. 200/s, 12000/min)."}),
+]
+PercentageField = Annotated[
+    Percentage,
+    BeforeValidator(parse_percentage),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "pattern": PERCENT_PATTERN,
+                    "description": "A percentage with its sign (e.g. 0.1%)."}),
+]

@@ -1,0 +1,196 @@
+"""parity: served outputs against the source model run in-process, then the failure path.
+
+Reference and server see the same batches: single items and a full batch of
+`max_batch_size`. Failure probes send what a broken client would send; each
+must get a 4xx and the server must stay ready.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pipeline import http
+from pipeline.config import ProbeName, Spec
+from pipeline.context import RunContext
+from pipeline.model_runtime import LoadedModel
+from pipeline.results import Gate, StageResult
+from pipeline.servers.kserve import EncodedRequest, decode_outputs, encode_infer, json_request
+from pipeline.servers.triton import TritonServer
+from pipeline.tensors import NUMPY_DTYPES, WIRE_DTYPES, Batch, load_samples, take
+
+NAME = "parity"
+USES_SERVER = True
+SINGLE_ITEMS = 8
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Comparison:
+    elements: int = 0
+    mismatched: int = 0
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    requests: int = 0
+    problems: list[str] | None = None
+
+    def add(self, served: np.ndarray[Any, Any], reference: np.ndarray[Any, Any], atol: float,
+            rtol: float, label: str) -> None:
+        if served.shape != reference.shape:
+            self.note(f"{label}: served shape {list(served.shape)} != reference "
+                      f"{list(reference.shape)}")
+            self.mismatched += reference.size
+            self.elements += reference.size
+            return
+        got = served.astype(np.float64)
+        want = reference.astype(np.float64)
+        error = np.abs(got - want)
+        self.elements += want.size
+        self.mismatched += int(np.count_nonzero(~np.isclose(got, want, atol=atol, rtol=rtol)))
+        if error.size:
+            self.max_abs_error = max(self.max_abs_error, float(error.max()))
+            relative = error / np.maximum(np.abs(want), np.finfo(np.float64).tiny)
+            self.max_rel_error = max(self.max_rel_error, float(relative.max()))
+
+    def note(self, problem: str) -> None:
+        self.problems = [*(self.problems or []), problem]
+
+
+def _infer(server: TritonServer, request: EncodedRequest) -> http.Response:
+    return http.call("POST", server.base_url + request.path, request.body, request.headers,
+                     timeout_s=REQUEST_TIMEOUT_S)
+
+
+def compare_outputs(ctx: RunContext, server: TritonServer, reference: LoadedModel,
+                    samples: Batch) -> Comparison:
+    spec = ctx.loaded.spec
+    parity = spec.stages.parity
+    dtypes = {t.name: t.dtype for t in spec.model.inputs}
+    output_names = [t.name for t in spec.model.outputs]
+    available = next(iter(samples.values())).shape[0]
+    batches = [take(samples, 1, start) for start in range(min(SINGLE_ITEMS, available))]
+    batches.append(take(samples, spec.server.batching.max_batch_size))
+    comparison = Comparison()
+    for index, batch in enumerate(batches):
+        label = f"request {index + 1} (batch {next(iter(batch.values())).shape[0]})"
+        expected = reference([batch[t.name] for t in spec.model.inputs])
+        reply = _infer(server, encode_infer(spec.name, batch, dtypes, output_names))
+        comparison.requests += 1
+        if reply.status != 200:
+            comparison.note(f"{label}: HTTP {reply.status}: {reply.text()[:200]}")
+            comparison.mismatched += sum(a.size for a in expected)
+            comparison.elements += sum(a.size for a in expected)
+            continue
+        served = decode_outputs(reply.body, reply.headers)
+        for tensor, want in zip(spec.model.outputs, expected, strict=True):
+            if tensor.name not in served:
+                comparison.note(f"{label}: output '{tensor.name}' missing")
+                comparison.mismatched += want.size
+                comparison.elements += want.size
+                continue
+            got = served[tensor.name]
+            if got.dtype != np.dtype(NUMPY_DTYPES[tensor.dtype]):
+                comparison.note(f"{label}: output '{tensor.name}' is {got.dtype}, the spec "
+                                f"says {tensor.dtype}")
+            comparison.add(got, want, parity.atol, parity.rtol, f"{label} {tensor.name}")
+    return comparison
+
+
+def _json_inputs(spec: Spec, count: int, *, shape_delta: int = 0,
+                 dtype_swap: bool = False, drop_first: bool = False) -> list[dict[str, Any]]:
+    inputs = []
+    for position, tensor in enumerate(spec.model.inputs):
+        if drop_first and position == 0:
+            continue
+        shape = [count, *tensor.shape]
+        if position == 0:
+            shape[-1] += shape_delta
+        wire = WIRE_DTYPES[tensor.dtype]
+        if position == 0 and dtype_swap:
+            wire = "INT32" if wire.startswith(("FP", "BOOL")) else "FP32"
+        size = int(np.prod(shape))
+        data: list[Any] = [False] * size if wire == "BOOL" else (
+            [0.5] * size if wire.startswith("FP") else [1] * size)
+        inputs.append({"name": tensor.name, "shape": shape, "datatype": wire, "data": data})
+    return inputs
+
+
+def probe_request(spec: Spec, probe: ProbeName) -> EncodedRequest:
+    max_batch = spec.server.batching.max_batch_size
+    if probe == "wrong_shape":
+        return json_request(spec.name, _json_inputs(spec, 1, shape_delta=1))
+    if probe == "wrong_dtype":
+        return json_request(spec.name, _json_inputs(spec, 1, dtype_swap=True))
+    if probe == "missing_input":
+        return json_request(spec.name, _json_inputs(spec, 1, drop_first=True))
+    if probe == "batch_over_max":
+        return json_request(spec.name, _json_inputs(spec, max_batch + 1))
+    return json_request(f"{spec.name}-does-not-exist", _json_inputs(spec, 1))
+
+
+PROBE_TEXT: dict[str, str] = {
+    "wrong_shape": "an item one element too long in the last dimension",
+    "wrong_dtype": "the first input declared with another datatype",
+    "missing_input": "the first input left out",
+    "batch_over_max": "a batch of max_batch_size + 1",
+    "unknown_model": "a model name the server does not have",
+}
+
+
+def run_probes(ctx: RunContext, server: TritonServer) -> tuple[list[Gate], list[dict[str, Any]]]:
+    spec = ctx.loaded.spec
+    gates = []
+    details = []
+    for probe in spec.stages.failure.probes:
+        request = probe_request(spec, probe)
+        try:
+            reply = _infer(server, request)
+            status: int | None = reply.status
+            try:
+                said = str(json.loads(reply.body).get("error", ""))[:160]
+            except (ValueError, AttributeError):
+                said = reply.text()[:160]
+        except http.Unreachable as exc:
+            status, said = None, str(exc)
+        ready = server.process.is_running() and server.is_ready()
+        clean = status is not None and 400 <= status < 500 and ready
+        observed = f"{status if status is not None else 'no answer'}, " + \
+            ("server ready" if ready else "server NOT ready")
+        gates.append(Gate(f"failure.{probe}", observed, "4xx, server stays ready", clean))
+        details.append({"probe": probe, "sent": PROBE_TEXT[probe], "status": status,
+                        "error": said, "ready_after": ready})
+    return gates, details
+
+
+def run(ctx: RunContext) -> StageResult:
+    spec = ctx.loaded.spec
+    server = ctx.require_server()
+    samples = load_samples(spec.model, spec.stages.parity, ctx.loaded.workspace)
+    reference = ctx.reference_model()
+    comparison = compare_outputs(ctx, server, reference, samples)
+    parity = spec.stages.parity
+    gates = [Gate.at_most("parity.mismatched_elements", float(comparison.mismatched), 0.0)]
+    probe_details: list[dict[str, Any]] = []
+    if spec.stages.failure.enabled:
+        probe_gates, probe_details = run_probes(ctx, server)
+        gates += probe_gates
+    metrics = {
+        "parity_requests": float(comparison.requests),
+        "parity_elements": float(comparison.elements),
+        "parity_mismatched": float(comparison.mismatched),
+        "parity_max_abs_error": comparison.max_abs_error,
+        "parity_max_rel_error": comparison.max_rel_error,
+        "failure_probes": float(len(probe_details)),
+    }
+    message = (f"{comparison.elements} output values from {comparison.requests} requests "
+               f"within atol {parity.atol:g} + rtol {parity.rtol:g} (max |Δ| "
+               f"{comparison.max_abs_error:.2g}); {len(probe_details)} bad requests failed "
+               "cleanly")
+    result = StageResult.judged(NAME, gates, message, metrics,
+                                {"probes": probe_details, "problems": comparison.problems or []})
+    if comparison.problems and result.status.value == "failed":
+        result.message = comparison.problems[0] + "; " + result.message
+    return result

@@ -1,0 +1,69 @@
+"""publish: model, config and verification results as one content-addressed release."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.context import RunContext
+from pipeline.digest import canonical_json, sha256_bytes
+from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
+from pipeline.results import StageResult, Status
+from pipeline.store import open_store
+
+NAME = "publish"
+
+
+def manifest_body(ctx: RunContext) -> dict[str, Any]:
+    spec = ctx.loaded.spec
+    build = ctx.require_build()
+    return {
+        "run_id": ctx.run_id,
+        "created_by": ctx.actor,
+        "verified_in": ctx.loaded.environment,
+        "spec_digest": ctx.loaded.digest,
+        "server": {"kind": spec.server.kind, "runtime": spec.server.runtime,
+                   "backend": spec.server.backend, "device": spec.server.device},
+        "model": {"source": spec.model.source.describe(), "format": spec.model.format,
+                  "sha256": build.model_digest},
+        "artifact": {"kind": "triton-model-repository", "sha256": build.repository_digest},
+        "config": {"file": "config.pbtxt", "sha256": build.config_digest},
+        "image": None,
+        "gates": [{"stage": r.name, **gate.__dict__} for r in ctx.results for gate in r.gates],
+        "stages": {r.name: {"status": r.status.value, "metrics": r.metrics}
+                   for r in ctx.results},
+    }
+
+
+def run(ctx: RunContext) -> StageResult:
+    spec = ctx.loaded.spec
+    build = ctx.require_build()
+    store = open_store(spec.publish.store, ctx.loaded.workspace)
+    spec_bytes = ctx.loaded.canonical_json().encode()
+    verification = canonical_json({"run_id": ctx.run_id,
+                                   "stages": [r.to_json() for r in ctx.results]})
+    config_bytes = build.config_text.encode()
+    files = [
+        BlobSource("model_repository", build.repository_tar, None, build.repository_digest),
+        BlobSource("model", build.model_file, None, build.model_digest),
+        BlobSource("config.pbtxt", None, config_bytes, build.config_digest),
+        BlobSource("spec", None, spec_bytes, sha256_bytes(spec_bytes)),
+        BlobSource("verification", None, verification, sha256_bytes(verification)),
+    ]
+    ctx.progress(NAME, 0, 1, f"uploading {len(files)} blobs to {store.url}")
+    outcome = publish_release(store, spec.name, files, manifest_body(ctx), utc_now())
+    ctx.release_id = outcome.release_id
+    details: dict[str, Any] = {"store": store.url, "release_id": outcome.release_id}
+    message = (f"release {outcome.release_id}: {outcome.uploaded_blobs} blobs uploaded "
+               f"({outcome.uploaded_bytes / 1024:.0f} KiB), {outcome.skipped_blobs} already "
+               "present")
+    if ctx.promote_to is not None:
+        event = move_pointer(store, spec.name, ctx.promote_to, outcome.release_id, "promote",
+                             ctx.actor, run_id=ctx.run_id)
+        details["event"] = event
+        previous = event["previous_release_id"] or "nothing"
+        message += f"; {ctx.promote_to} now points at it (was {previous})"
+    return StageResult(NAME, Status.PASSED, message,
+                       metrics={"uploaded_blobs": float(outcome.uploaded_blobs),
+                                "uploaded_bytes": float(outcome.uploaded_bytes),
+                                "skipped_blobs": float(outcome.skipped_blobs)},
+                       details=details)

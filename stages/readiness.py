@@ -1,0 +1,22 @@
+"""readiness: wait for the server and the model to report ready; record the cold start."""
+
+from __future__ import annotations
+
+from pipeline.context import RunContext
+from pipeline.memory import process_tree_memory
+from pipeline.results import StageResult, Status
+
+NAME = "readiness"
+USES_SERVER = True
+
+
+def run(ctx: RunContext) -> StageResult:
+    server = ctx.require_server()
+    timeout = ctx.loaded.spec.stages.readiness.timeout
+    cold_start = server.wait_ready(timeout.seconds)
+    ctx.cold_start_s = cold_start
+    memory = process_tree_memory(server.process.tree())
+    metrics = {"cold_start_s": cold_start,
+               "cold_rss_mb": memory["server_rss_mb"]}
+    return StageResult(NAME, Status.PASSED,
+                       f"ready after {cold_start:.2f}s (deadline {timeout})", metrics=metrics)
