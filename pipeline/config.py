@@ -99,8 +99,10 @@ class ModelSpec(StrictModel):
         "onnx: an ONNX graph."))
     entrypoint: str | None = Field(default=None, description=(
         "eager only: 'file.py:callable' returning an nn.Module, relative to the spec."))
-    inputs: list[TensorSpec] = Field(min_length=1)
-    outputs: list[TensorSpec] = Field(min_length=1)
+    inputs: list[TensorSpec] = Field(min_length=1, description="The model's inputs, in "
+                                     "forward() argument order.")
+    outputs: list[TensorSpec] = Field(min_length=1, description="The model's outputs, in "
+                                      "return order.")
     trusted: bool = Field(default=False, description=(
         "eager only: allow full pickle loading of the weights (torch.load weights_only=False)."))
 
@@ -145,18 +147,21 @@ class ImageSpec(StrictModel):
 
 
 class ServerSpec(StrictModel):
-    kind: Literal["triton", "torchserve"]
-    runtime: Literal["process", "docker"] = "process"
+    kind: Literal["triton", "torchserve"] = Field(description="Which model server runs it.")
+    runtime: Literal["process", "docker"] = Field(default="process", description=(
+        "process: a local server process; docker: the serving image as a container."))
     backend: Literal["python", "onnxruntime", "pytorch", "tensorrt"] = Field(
         default="python", description="Triton only: the backend that runs the model.")
-    device: Literal["cpu", "gpu"] = "cpu"
+    device: Literal["cpu", "gpu"] = Field(default="cpu", description="Where instances run.")
     instances: int = Field(default=1, ge=1, le=64, description=(
         "Triton instance_group count / TorchServe workers."))
-    batching: BatchingSpec = Field(default_factory=BatchingSpec)
+    batching: BatchingSpec = Field(default_factory=BatchingSpec, description=(
+        "Dynamic batching, in units the tool converts for each server."))
     ports: dict[str, int] = Field(default_factory=dict, description=(
         "Overrides of the named ports (triton: http, grpc, metrics). Unset ports are "
         "chosen free on 127.0.0.1."))
-    image: ImageSpec | None = None
+    image: ImageSpec | None = Field(default=None, description=(
+        "The serving image (runtime docker, or an image published with the release)."))
 
     @field_validator("ports")
     @classmethod
@@ -187,8 +192,8 @@ class BudgetSpec(StrictModel):
 
 class SloSpec(StrictModel):
     p99: DurationField = Field(description="Gate: client p99 latency at the latency stage.")
-    p95: DurationField | None = None
-    p50: DurationField | None = None
+    p95: DurationField | None = Field(default=None, description="Optional gate: client p95.")
+    p50: DurationField | None = Field(default=None, description="Optional gate: client p50.")
     error_rate: PercentageField = Field(default=Percentage(0.0, "0%"), description=(
         "Gate: failed or timed-out requests over all requests."))
     min_throughput: RateField | None = Field(default=None, description=(
@@ -208,11 +213,11 @@ class ReadinessStage(StrictModel):
 class ParityStage(StrictModel):
     data: str | None = Field(default=None, description=(
         ".npz of representative inputs, one array per input name, first axis = samples."))
-    atol: float = Field(default=1e-5, ge=0)
-    rtol: float = Field(default=1e-4, ge=0)
+    atol: float = Field(default=1e-5, ge=0, description="Absolute tolerance per element.")
+    rtol: float = Field(default=1e-4, ge=0, description="Relative tolerance per element.")
     samples: int = Field(default=16, ge=1, le=4096, description=(
         "Generated inputs when no data is given."))
-    seed: int = 0
+    seed: int = Field(default=0, description="Seed of the generated inputs.")
 
 
 ProbeName = Literal["wrong_shape", "wrong_dtype", "missing_input", "batch_over_max",
@@ -222,44 +227,58 @@ ALL_PROBES: tuple[ProbeName, ...] = ("wrong_shape", "wrong_dtype", "missing_inpu
 
 
 class FailureStage(StrictModel):
-    enabled: bool = True
-    probes: list[ProbeName] = Field(default_factory=lambda: list(ALL_PROBES))
+    enabled: bool = Field(default=True, description="Send the bad-input probes.")
+    probes: list[ProbeName] = Field(default_factory=lambda: list(ALL_PROBES), description=(
+        "Which probes: each must get a 4xx and leave the server ready."))
 
 
 class LatencyStage(StrictModel):
-    concurrency: int = Field(default=8, ge=1, le=4096)
-    warmup: DurationField = Field(default=Duration(5_000_000_000, "5s"))
-    duration: DurationField = Field(default=Duration(20_000_000_000, "20s"))
+    concurrency: int = Field(default=8, ge=1, le=4096, description=(
+        "Requests in flight during the window (closed loop)."))
+    warmup: DurationField = Field(default=Duration(5_000_000_000, "5s"), description=(
+        "Traffic sent and discarded before the window."))
+    duration: DurationField = Field(default=Duration(20_000_000_000, "20s"), description=(
+        "Length of the measurement window."))
     batch_size: int = Field(default=1, ge=1, description="Items per request.")
-    request_timeout: DurationField = Field(default=Duration(10_000_000_000, "10s"))
+    request_timeout: DurationField = Field(default=Duration(10_000_000_000, "10s"),
+                                           description="Client timeout of every request.")
 
 
 class BurstSpec(StrictModel):
-    rate: RateField
-    duration: DurationField
+    rate: RateField = Field(description="Arrival rate during the burst (open loop).")
+    duration: DurationField = Field(description="How long the burst lasts.")
     base_rate: RateField | None = Field(default=None, description=(
         "Rate before and after the burst (default: a tenth of the burst rate)."))
 
 
 class SaturationStage(StrictModel):
-    enabled: bool = True
-    max_concurrency: int = Field(default=64, ge=1, le=4096)
-    probe_duration: DurationField = Field(default=Duration(3_000_000_000, "3s"))
-    burst: BurstSpec | None = None
+    enabled: bool = Field(default=True, description="Run the saturation stage.")
+    max_concurrency: int = Field(default=64, ge=1, le=4096, description=(
+        "Highest concurrency the knee search may try."))
+    probe_duration: DurationField = Field(default=Duration(3_000_000_000, "3s"), description=(
+        "Length of each probe window."))
+    burst: BurstSpec | None = Field(default=None, description=(
+        "A low -> high -> low rate test; reports p99 during the burst and the drain time."))
 
 
 class StagesSpec(StrictModel):
-    readiness: ReadinessStage = Field(default_factory=ReadinessStage)
-    parity: ParityStage = Field(default_factory=ParityStage)
-    failure: FailureStage = Field(default_factory=FailureStage)
-    latency: LatencyStage = Field(default_factory=LatencyStage)
-    saturation: SaturationStage = Field(default_factory=SaturationStage)
+    readiness: ReadinessStage = Field(default_factory=ReadinessStage,
+                                      description="Waiting for the server to be ready.")
+    parity: ParityStage = Field(default_factory=ParityStage,
+                                description="Served outputs against the source model.")
+    failure: FailureStage = Field(default_factory=FailureStage,
+                                  description="Bad-input probes (part of the parity stage).")
+    latency: LatencyStage = Field(default_factory=LatencyStage,
+                                  description="Fixed-concurrency latency window.")
+    saturation: SaturationStage = Field(default_factory=SaturationStage,
+                                        description="Knee search and burst.")
 
 
 class PublishSpec(StrictModel):
     store: str = Field(default="file://.serve-pipeline/store", description=(
         "file://<dir> (relative to the spec) or s3://bucket/prefix."))
-    endpoint_url: str | None = None
+    endpoint_url: str | None = Field(default=None, description=(
+        "S3-compatible endpoint (MinIO, Ceph); default from AWS_ENDPOINT_URL_S3."))
 
     @field_validator("store")
     @classmethod
@@ -271,14 +290,15 @@ class PublishSpec(StrictModel):
 
 
 class Spec(StrictModel):
-    version: Literal[1]
+    version: Literal[1] = Field(description="Spec format version; must be 1.")
     name: str = Field(pattern=NAME_PATTERN, description=(
         "Release name: lowercase letters, digits and dashes."))
-    model: ModelSpec
-    server: ServerSpec
-    slo: SloSpec
-    stages: StagesSpec = Field(default_factory=StagesSpec)
-    publish: PublishSpec = Field(default_factory=PublishSpec)
+    model: ModelSpec = Field(description="The model file and its tensors.")
+    server: ServerSpec = Field(description="The server and its production config.")
+    slo: SloSpec = Field(description="Service-level objectives: the gates.")
+    stages: StagesSpec = Field(default_factory=StagesSpec, description="Stage settings.")
+    publish: PublishSpec = Field(default_factory=PublishSpec, description=(
+        "Where releases are stored."))
 
 
 class ApprovalPolicy(StrictModel):
@@ -438,6 +458,7 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -
 
     slo = spec.slo
     queue_budget = slo.queue_budget()
+    p99_at = document.mark_for(("slo", "p99"))
     items = " + ".join(f"{name} {value}" for name, value in slo.budget.items() if value.ns)
     if queue_budget.ns <= 0:
         add(("slo", "budget"), f"the budget items ({items}) use all of slo.p99 {slo.p99}; "
@@ -445,7 +466,8 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -
     elif spec.server.batching.max_queue_delay > queue_budget:
         add(("server", "batching", "max_queue_delay"),
             f"{spec.server.batching.max_queue_delay} exceeds the queue budget {queue_budget} "
-            f"(slo.p99 {slo.p99}" + (f" − {items}" if items else "") + ")")
+            f"(slo.p99 {slo.p99} from {p99_at.file}:{p99_at.line}"
+            + (f" − {items}" if items else "") + ")")
     if slo.p95 is not None and slo.p95 > slo.p99:
         add(("slo", "p95"), f"p95 {slo.p95} is above p99 {slo.p99}")
 

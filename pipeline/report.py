@@ -117,6 +117,10 @@ def render_terminal(record: dict[str, Any]) -> RenderableType:
     for table in (measurements_table(record), knee_table(record)):
         if table is not None:
             parts.append(table)
+    server = record.get("server", {})
+    if server.get("exit") and record.get("teardown_s") is not None:
+        parts.append(Text(f"server shutdown (SIGTERM): {server['exit']} after "
+                          f"{record['teardown_s']:.1f}s", style="dim"))
     if record.get("promoted_to"):
         parts.append(Text(f"{record['promoted_to']} → {record['release_id']}", style="green"))
     return Group(*parts)

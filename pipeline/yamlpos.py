@@ -7,6 +7,7 @@ could use: duplicate keys, alias expansion bombs, huge or non-UTF-8 files.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,20 @@ class PositionedDocument:
         return Mark(self.file, 1, 1)
 
 
+class SpecLoader(yaml.SafeLoader):
+    """SafeLoader that also reads YAML 1.2 floats such as 1e-5 (YAML 1.1 needs 1.0e-5)."""
+
+
+SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                |\.[0-9_]+(?:[eE][-+][0-9]+)?
+                |[-+]?\.(?:inf|Inf|INF)
+                |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
 def _issue(file: str, line: int, column: int, message: str, path: str = "") -> SpecError:
     return SpecError([SpecIssue(file, line, column, path, message)])
 
@@ -85,7 +100,7 @@ def load_document(path: Path, display: str | None = None) -> PositionedDocument:
 
 
 def parse_document(text: str, display: str) -> PositionedDocument:
-    loader = yaml.SafeLoader(text)
+    loader = SpecLoader(text)
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
@@ -107,7 +122,7 @@ def parse_document(text: str, display: str) -> PositionedDocument:
 
 
 class _Builder:
-    def __init__(self, loader: yaml.SafeLoader, document: PositionedDocument) -> None:
+    def __init__(self, loader: SpecLoader, document: PositionedDocument) -> None:
         self.loader = loader
         self.document = document
         self.nodes = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -252,6 +253,28 @@ class TritonStats:
 
 # ---------------------------------------------------------------- the process
 
+# Logged on every machine without a GPU; not a reason for anything.
+_BENIGN_ERRORS = ("CudaDriverHelper has not been initialized",)
+_ERROR_LINE = re.compile(r'^E\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] "?(.*?)"?$')
+
+
+def _is_real_error(line: str) -> bool:
+    return bool(_ERROR_LINE.match(line)) and not any(b in line for b in _BENIGN_ERRORS)
+
+
+def _error_text(line: str, limit: int = 300) -> str:
+    match = _ERROR_LINE.match(line)
+    text = match.group(1) if match else line
+    kept = []
+    for part in text.replace('\\"', '"').split("\\n"):
+        part = part.replace("\\t", " ").strip()
+        if part == "At:":  # a Python traceback follows
+            break
+        if part:
+            kept.append(part)
+    text = " ".join(kept)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
 
 @dataclass(frozen=True)
 class TritonPorts:
@@ -295,8 +318,15 @@ class TritonServer:
         self.process.stop()
 
     def describe_death(self) -> str:
-        tail = " | ".join(self.process.log_tail(6))
-        return f"tritonserver {self.process.describe_exit()}; last log lines: {tail}"
+        return f"tritonserver {self.process.describe_exit()}; {self.log_excerpt()}"
+
+    def log_excerpt(self) -> str:
+        """The log's most telling error (a model that failed to load), else its last lines."""
+        errors = [line for line in self.process.log_tail(400) if _is_real_error(line)]
+        if errors:
+            preferred = [e for e in errors if "failed to load" in e] or errors
+            return "log: " + _error_text(preferred[0])
+        return "last log lines: " + " | ".join(self.process.log_tail(6))
 
     def is_ready(self, timeout_s: float = 2.0) -> bool:
         try:
@@ -317,9 +347,8 @@ class TritonServer:
             if self.is_ready(timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
                 return time.monotonic() - self.process.started_at
             time.sleep(poll_s)
-        tail = " | ".join(self.process.log_tail(6))
         raise ServerError(f"tritonserver not ready within {timeout_s:g}s "
-                          f"(model '{self.model_name}'); last log lines: {tail}")
+                          f"(model '{self.model_name}'); {self.log_excerpt()}")
 
     def stats(self) -> TritonStats:
         url = f"{self.base_url}/v2/models/{self.model_name}/stats"

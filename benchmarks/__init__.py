@@ -1,0 +1,1 @@
+"""Measured comparisons (not tests): each prints ratios measured in one run."""

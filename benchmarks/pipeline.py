@@ -1,0 +1,119 @@
+"""How much time does the pipeline add above what serving and measuring must take?
+
+Runs `serve-pipeline promote staging` on the bundled example (in a scratch copy
+of the project, so the repository's own store is untouched) and prints the wall
+time of each stage, the floor, and the overhead ratio:
+
+    floor    = server cold start + warm-up + every measurement window
+               (latency window, saturation probes, burst phases)
+               + the server's graceful shutdown (see below)
+    overhead = (total wall time of the command - floor) / total
+
+The server's graceful shutdown is shown on its own line. tritonserver spends
+about 1.5 s per python-backend instance on it (a fixed 1 s health check per
+stub before its finalize, then a 1 s poll), the run record reports it as a
+measured server behaviour (exit status, seconds), and it overlaps publish.
+Both ratios are printed: with the shutdown counted as the server's time (like
+its cold start) and with it counted as the pipeline's overhead.
+
+    python benchmarks/pipeline.py [--spec serve.yaml.example]
+
+The last line is one JSON object with the headline figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pipeline.config import load_spec  # noqa: E402
+
+
+def scratch_project(spec: Path) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="serve-pipeline-bench-"))
+    shutil.copytree(REPO / "examples", folder / "examples",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "environments", folder / "environments")
+    shutil.copyfile(spec, folder / "serve.yaml")
+    return folder
+
+
+def floor_of(record: dict[str, Any], project: Path) -> dict[str, float]:
+    spec = load_spec(project / "serve.yaml", "staging").spec
+    stages = {stage["name"]: stage for stage in record["stages"]}
+    saturation = stages["saturation"]
+    probes = len(saturation["details"].get("probes", []))
+    parts = {
+        "server cold start": stages["readiness"]["metrics"]["cold_start_s"],
+        "latency warm-up": spec.stages.latency.warmup.seconds,
+        "latency window": spec.stages.latency.duration.seconds,
+        f"saturation probes ({probes})": probes * spec.stages.saturation.probe_duration.seconds,
+    }
+    burst = spec.stages.saturation.burst
+    if burst is not None and "burst_p99_ms" in saturation["metrics"]:
+        settle = 2.0
+        parts["burst phases"] = settle + burst.duration.seconds + max(
+            settle, 2 * burst.duration.seconds)
+    return parts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spec", type=Path, default=REPO / "serve.yaml.example")
+    args = parser.parse_args()
+    project = scratch_project(args.spec.resolve())
+    try:
+        started = time.monotonic()
+        completed = subprocess.run(
+            [sys.executable, "-m", "pipeline", "promote", "staging"], cwd=project,
+            capture_output=True, text=True, check=False)
+        total = time.monotonic() - started
+        if completed.returncode != 0:
+            sys.stderr.write(completed.stdout + completed.stderr)
+            raise SystemExit(f"the pipeline failed (exit {completed.returncode})")
+        record_path = sorted((project / ".serve-pipeline" / "runs").glob("*/record.json"))[-1]
+        record = json.loads(record_path.read_text())
+        floor_parts = floor_of(record, project)
+    finally:
+        shutil.rmtree(project, ignore_errors=True)
+
+    print(f"{'stage':<14}{'wall s':>9}")
+    for stage in record["stages"]:
+        print(f"{stage['name']:<14}{stage['duration_s']:>9.2f}")
+    publish_s = next(s["duration_s"] for s in record["stages"] if s["name"] == "publish")
+    # The shutdown overlaps publish; only the part that outlasts it adds wall time.
+    shutdown = max(0.0, float(record["teardown_s"]) - publish_s)
+    print(f"{'(shutdown)':<14}{shutdown:>9.2f}   graceful tritonserver stop, overlapping publish")
+    print(f"{'command total':<14}{total:>9.2f}   incl. interpreter start and imports")
+    print()
+    print("floor:")
+    for name, seconds in floor_parts.items():
+        print(f"  {name:<26}{seconds:>8.2f}")
+    floor = sum(floor_parts.values())
+    print(f"  {'server graceful shutdown':<26}{shutdown:>8.2f}")
+    print(f"  {'total':<26}{floor + shutdown:>8.2f}")
+    pipeline_overhead = (total - floor - shutdown) / total
+    shutdown_as_overhead = (total - floor) / total
+    print()
+    print(f"pipeline overhead above the floor: {total - floor - shutdown:.2f}s = "
+          f"{pipeline_overhead:.1%} of the total (goal < 10%)")
+    print(f"counting the server's graceful shutdown ({shutdown:.2f}s) as overhead too: "
+          f"{shutdown_as_overhead:.1%}")
+    print(json.dumps({"total_s": round(total, 3), "floor_s": round(floor + shutdown, 3),
+                      "overhead_ratio": round(pipeline_overhead, 4),
+                      "server_shutdown_s": round(shutdown, 3),
+                      "overhead_ratio_shutdown_as_overhead": round(shutdown_as_overhead, 4)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""The whole pipeline against a real tritonserver: promote, rollback, history, failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pipeline.ports import port_is_bound
+
+from .conftest import cli, fast_spec, latest_record, start_cli, wait_for_stage
+
+pytestmark = pytest.mark.integration
+
+RELEASE = re.compile(r"^release (\S+)$", re.M)
+
+
+def test_promote_twice_rollback_and_history(fast_project: Path,
+                                            no_leftovers: Callable[[], None]) -> None:
+    first = cli(["promote", "staging"], fast_project)
+    assert first.returncode == 0, first.stdout + first.stderr
+    first_id = RELEASE.findall(first.stdout)[-1]
+    record = latest_record(fast_project)
+    assert [s["status"] for s in record["stages"]] == ["passed"] * 7
+    gates = [g for s in record["stages"] for g in s["gates"]]
+    assert {g["name"] for g in gates} >= {"latency.p99", "latency.error_rate",
+                                          "parity.mismatched_elements",
+                                          "failure.wrong_dtype", "failure.unknown_model"}
+    assert all(g["passed"] for g in gates)
+    latency = next(s for s in record["stages"] if s["name"] == "latency")["metrics"]
+    assert latency["requests"] > 0 and latency["p99_ms"] > 0
+    assert latency["server_rss_mb"] > 100
+    assert latency["server_requests"] > 0
+    assert record["server"]["exit"] == "exited with code 0"
+    assert (fast_project / ".serve-pipeline" / "runs" / record["run_id"] / "server.log").is_file()
+    no_leftovers()
+
+    second = cli(["promote", "staging"], fast_project)
+    assert second.returncode == 0, second.stdout + second.stderr
+    second_id = RELEASE.findall(second.stdout)[-1]
+    assert second_id != first_id
+    assert "already present" in second.stdout
+
+    back = cli(["rollback", "staging"], fast_project)
+    assert back.returncode == 0, back.stderr
+    history = cli(["history", "staging", "--format", "json"], fast_project)
+    body = json.loads(history.stdout)
+    assert body["current"] == first_id
+    assert [(e["action"], e["release_id"], e["previous_release_id"]) for e in body["events"]] \
+        == [("promote", first_id, None), ("promote", second_id, first_id),
+            ("rollback", first_id, second_id)]
+    shown = cli(["report", first_id, "--format", "json"], fast_project)
+    assert json.loads(shown.stdout)["release_id"] == first_id
+    rendered = cli(["report", record["run_id"]], fast_project)
+    assert rendered.returncode == 0
+    for heading in ("Stages", "Gates", "latency.p99", "Where requests waited",
+                    "Saturation probes", "server shutdown"):
+        assert heading in rendered.stdout, heading
+    no_leftovers()
+
+
+def test_killing_triton_during_latency_fails_that_stage(fast_project: Path,
+                                                       no_leftovers: Callable[[], None]) -> None:
+    spec = fast_project / "serve.yaml"
+    spec.write_text(fast_spec(spec.read_text(), latency_duration="30s"))
+    process = start_cli(["promote", "staging"], fast_project)
+    try:
+        record = wait_for_stage(fast_project, "latency")
+        pid = next(s for s in record["stages"] if s["name"] == "start")["details"]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1
+    assert "Traceback" not in stderr
+    record = latest_record(fast_project)
+    statuses = {s["name"]: s for s in record["stages"]}
+    assert statuses["latency"]["status"] == "failed"
+    assert "killed by SIGKILL" in statuses["latency"]["message"]
+    assert statuses["saturation"]["status"] == "aborted"
+    assert statuses["publish"]["status"] == "aborted"
+    assert record["release_id"] is None
+    assert not list((fast_project / ".serve-pipeline" / "store").rglob("*.json"))
+    no_leftovers()
+
+
+def test_ctrl_c_tears_down_and_exits_130(fast_project: Path,
+                                         no_leftovers: Callable[[], None]) -> None:
+    spec = fast_project / "serve.yaml"
+    spec.write_text(fast_spec(spec.read_text(), latency_duration="30s"))
+    process = start_cli(["promote", "staging"], fast_project)
+    try:
+        record = wait_for_stage(fast_project, "latency")
+        ports = next(s for s in record["stages"] if s["name"] == "start")["details"]["ports"]
+        pid = next(s for s in record["stages"] if s["name"] == "start")["details"]["pid"]
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not any(port_is_bound(port) for port in ports.values())
+    record = latest_record(fast_project)
+    assert record["interrupted"] is True and record["status"] == "failed"
+    assert record["release_id"] is None
+    no_leftovers()
+
+
+def test_a_failed_parity_gate_aborts_the_rest(fast_project: Path,
+                                              no_leftovers: Callable[[], None]) -> None:
+    """A model that is not deterministic differs from its own reference."""
+    (fast_project / "noisy.py").write_text(
+        "import torch\n\n\n"
+        "class Noisy(torch.nn.Module):\n"
+        "    def __init__(self) -> None:\n"
+        "        super().__init__()\n"
+        "        self.linear = torch.nn.Linear(16, 4)\n\n"
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+        "        return self.linear(x) + torch.rand(x.shape[0], 4)\n\n\n"
+        "def build() -> torch.nn.Module:\n"
+        "    return Noisy()\n")
+    import torch
+
+    linear = torch.nn.Linear(16, 4).state_dict()
+    torch.save({f"linear.{key}": value for key, value in linear.items()},
+               fast_project / "noisy.pt")
+    spec = fast_project / "serve.yaml"
+    spec.write_text(spec.read_text().replace(
+        "source: examples/mlp/model.pt", "source: noisy.pt").replace(
+        "format: torchscript", "format: eager\n  entrypoint: noisy.py:build"))
+    result = cli(["promote", "staging"], fast_project)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "parity" in result.stderr
+    record = latest_record(fast_project)
+    statuses = [(s["name"], s["status"]) for s in record["stages"]]
+    assert statuses[3] == ("parity", "failed")
+    assert [status for _, status in statuses[4:]] == ["aborted"] * 3
+    no_leftovers()
+
+
+@pytest.mark.parametrize("variant", ["onnx", "eager"])
+def test_other_model_formats_serve_with_parity(fast_project: Path, variant: str,
+                                               no_leftovers: Callable[[], None]) -> None:
+    spec = fast_project / "serve.yaml"
+    text = spec.read_text()
+    if variant == "onnx":
+        text = text.replace("source: examples/mlp/model.pt", "source: examples/mlp/model.onnx")
+        text = text.replace("format: torchscript", "format: onnx")
+    else:
+        text = text.replace("source: examples/mlp/model.pt", "source: examples/mlp/weights.pt")
+        text = text.replace("format: torchscript",
+                            "format: eager\n  entrypoint: examples/mlp/net.py:build")
+    spec.write_text(text.replace("saturation: {max_concurrency: 4",
+                                 "saturation: {enabled: false, max_concurrency: 4"))
+    result = cli(["run"], fast_project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = latest_record(fast_project)
+    parity = next(s for s in record["stages"] if s["name"] == "parity")
+    assert parity["metrics"]["parity_mismatched"] == 0
+    assert parity["metrics"]["parity_elements"] > 100
+    assert record["promoted_to"] is None
+    no_leftovers()
