@@ -18,8 +18,9 @@ from rich.text import Text
 
 from pipeline.config import LoadedSpec, json_schema, load_spec
 from pipeline.context import RunContext
-from pipeline.errors import Interrupted, PipelineError, PipelineFailed, UsageError
+from pipeline.errors import Interrupted, PipelineError, PipelineFailed, PolicyError, UsageError
 from pipeline.live import LiveView
+from pipeline.promotion import approve, promote_existing
 from pipeline.record import load_run_record, runs_dir
 from pipeline.release import read_manifest, read_pointer, rollback
 from pipeline.report import render_terminal
@@ -67,7 +68,7 @@ def schema() -> None:
 
 
 def _execute(file: Path, environment: str | None, promote_to: str | None, by: str | None,
-             command: str) -> None:
+             command: str, approved_by: str | None = None) -> None:
     loaded = _load(file, environment)
     run_id = new_run_id()
     run_dir = runs_dir(loaded.workspace) / run_id
@@ -77,7 +78,7 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
     with ExitStack() as resources, LiveView(out, [s.NAME for s in STAGES], title) as view:
         ctx = RunContext(loaded=loaded, run_id=run_id, run_dir=run_dir, env=dict(os.environ),
                          resources=resources, progress=view, promote_to=promote_to,
-                         actor=_actor(by))
+                         actor=_actor(by), approved_by=approved_by)
         try:
             record = run_pipeline(ctx, view, command=command)
         except KeyboardInterrupt:
@@ -95,9 +96,56 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
 
 @app.command()
 def promote(environment: Annotated[str, typer.Argument(help="Target environment.")],
-            file: SpecFile = DEFAULT_SPEC, by: Actor = None) -> None:
-    """Build, verify and publish; on success point ENVIRONMENT at the new release."""
-    _execute(file, environment, environment, by, "promote")
+            file: SpecFile = DEFAULT_SPEC, by: Actor = None,
+            release: Annotated[str | None, typer.Option(
+                "--release", help="Promote this existing release (no rebuild).")] = None,
+            approved_by: Annotated[str | None, typer.Option(
+                "--approved-by", help="Record this approval and promote in one step.")] = None,
+            note: Annotated[str, typer.Option("--note", help="Kept with the event.")] = "",
+            ) -> None:
+    """Point ENVIRONMENT at a verified release.
+
+    Without --release, and when the environment requires no other one, this
+    builds, verifies and publishes a new release first. An environment whose
+    overlay has `requires: [staging]` takes the release current there (or
+    --release), never a rebuild, after checking its blobs and its approval.
+    """
+    loaded = _load(file, environment)
+    if release is not None or loaded.policy.requires:
+        store = open_store(loaded.spec.publish.store, loaded.workspace)
+        event = promote_existing(store, loaded, environment, release, _actor(by),
+                                 approved_by=approved_by, note=note)
+        approvers = ", ".join(event.get("approved_by") or []) or "not required"
+        out.print(f"{environment}: {event['previous_release_id'] or 'nothing'} → "
+                  f"{event['release_id']} (by {event['by']}; approved: {approvers})")
+        out.print(f"release {event['release_id']}")
+        return
+    if loaded.policy.approval.required and not approved_by:
+        raise PolicyError(f"{environment} requires an approval before its pointer moves: pass "
+                          "--approved-by NAME, or publish with `run` and promote the release "
+                          "after `serve-pipeline approve`")
+    _execute(file, environment, environment, by, "promote", approved_by)
+
+
+@app.command(name="approve")
+def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
+                    env: Annotated[str, typer.Option(
+                        "--env", help="The environment the approval is for.")] = "production",
+                    by: Actor = None,
+                    note: Annotated[str, typer.Option("--note")] = "",
+                    yes: Annotated[bool, typer.Option(
+                        "--yes", help="Do not ask (scripts, CI).")] = False) -> None:
+    """Show RELEASE_ID's verification report and record an approval for an environment."""
+    loaded = _load(file, env)
+    store = open_store(loaded.spec.publish.store, loaded.workspace)
+    out.print(render_terminal(_find_record(loaded, release_id)))
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("approve asks for confirmation; pass --yes when not at a terminal")
+        if not typer.confirm(f"Approve release {release_id} for {env}?"):
+            raise UsageError("not approved")
+    entry = approve(store, loaded.spec.name, release_id, env, _actor(by), note)
+    out.print(f"approved {release_id} for {env} by {entry['by']} at {entry['at']}")
 
 
 @app.command(name="run")

@@ -48,6 +48,7 @@ class RunContext:
     progress: Progress = no_progress
     promote_to: str | None = None
     actor: str = "unknown"
+    approved_by: str | None = None
     build: BuildOutput | None = None
     server: TritonServer | None = None
     cold_start_s: float | None = None

@@ -58,6 +58,12 @@ class ConflictError(StoreError):
     exit_code = 4
 
 
+class PolicyError(PipelineError):
+    """An environment's policy refuses the move (no approval, not passed where required)."""
+
+    exit_code = 5
+
+
 class ServerError(PipelineError):
     """A model server failed to start, became unready or died."""
 

@@ -149,7 +149,8 @@ def read_pointer(store: Store, name: str, environment: str) -> tuple[Pointer, st
 
 
 def move_pointer(store: Store, name: str, environment: str, release_id: str, action: str,
-                 by: str, note: str = "", run_id: str | None = None) -> dict[str, Any]:
+                 by: str, note: str = "", run_id: str | None = None,
+                 approved_by: list[str] | None = None) -> dict[str, Any]:
     """Compare-and-swap the pointer to `release_id`; append the event and an audit entry."""
     pointer, etag = read_pointer(store, name, environment)
     moment = utc_now()
@@ -160,6 +161,8 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str, act
         event["note"] = note
     if run_id:
         event["run_id"] = run_id
+    if approved_by:
+        event["approved_by"] = approved_by
     pointer.events.append(event)
     pointer.current = release_id
     store.write_if(pointer_key(name, environment),

@@ -6,6 +6,7 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
+from pipeline.promotion import approve
 from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
 from pipeline.results import StageResult, Status
 from pipeline.store import open_store
@@ -57,8 +58,12 @@ def run(ctx: RunContext) -> StageResult:
                f"({outcome.uploaded_bytes / 1024:.0f} KiB), {outcome.skipped_blobs} already "
                "present")
     if ctx.promote_to is not None:
+        approvers = None
+        if ctx.approved_by:
+            approve(store, spec.name, outcome.release_id, ctx.promote_to, ctx.approved_by)
+            approvers = [ctx.approved_by]
         event = move_pointer(store, spec.name, ctx.promote_to, outcome.release_id, "promote",
-                             ctx.actor, run_id=ctx.run_id)
+                             ctx.actor, run_id=ctx.run_id, approved_by=approvers)
         details["event"] = event
         previous = event["previous_release_id"] or "nothing"
         message += f"; {ctx.promote_to} now points at it (was {previous})"

@@ -57,6 +57,16 @@ def test_promote_twice_rollback_and_history(fast_project: Path,
             ("rollback", first_id, second_id)]
     shown = cli(["report", first_id, "--format", "json"], fast_project)
     assert json.loads(shown.stdout)["release_id"] == first_id
+    refused = cli(["promote", "production"], fast_project)
+    assert refused.returncode == 5 and "needs an approval" in refused.stderr
+    assert json.loads(cli(["history", "production", "--format", "json"],
+                          fast_project).stdout)["current"] is None
+    approved = cli(["promote", "production", "--approved-by", "rita"], fast_project)
+    assert approved.returncode == 0, approved.stderr
+    production = json.loads(cli(["history", "production", "--format", "json"],
+                                fast_project).stdout)
+    assert production["current"] == first_id
+    assert production["events"][0]["approved_by"] == ["rita"]
     rendered = cli(["report", record["run_id"]], fast_project)
     assert rendered.returncode == 0
     for heading in ("Stages", "Gates", "latency.p99", "Where requests waited",

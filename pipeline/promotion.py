@@ -1,0 +1,95 @@
+"""Moving an existing release into an environment: policy checks, approvals, no rebuild.
+
+An environment whose overlay says `requires: [staging]` only takes a release
+that was promoted there, after its blobs are checked against their digests,
+and, when `approval.required` is set, after someone approved it for that
+environment (`serve-pipeline approve`).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+from pipeline.config import LoadedSpec
+from pipeline.digest import canonical_json
+from pipeline.errors import PolicyError, StoreError, UsageError
+from pipeline.release import iso, move_pointer, read_manifest, read_pointer, utc_now, verify_release
+from pipeline.store import Store
+
+
+def approve(store: Store, name: str, release_id: str, environment: str, by: str,
+            note: str = "") -> dict[str, Any]:
+    """Record that `by` approved `release_id` for `environment` (append-only audit entry)."""
+    read_manifest(store, name, release_id)
+    moment = utc_now()
+    entry = {"action": "approve", "release_id": release_id, "environment": environment,
+             "name": name, "by": by, "at": iso(moment), "note": note}
+    store.create(f"audit/{name}/{moment:%Y%m%dT%H%M%S%fZ}-approve-{environment}-"
+                 f"{secrets.token_hex(3)}.json", canonical_json(entry))
+    return entry
+
+
+def approvals(store: Store, name: str, release_id: str, environment: str) -> list[dict[str, Any]]:
+    found = []
+    for key in store.list(f"audit/{name}/"):
+        if f"-approve-{environment}-" not in key.rsplit("/", 1)[-1]:
+            continue
+        data = store.read(key)
+        if data is None:
+            continue
+        entry: dict[str, Any] = json.loads(data)
+        if entry.get("release_id") == release_id and entry.get("environment") == environment:
+            found.append(entry)
+    return found
+
+
+def passed_in(store: Store, name: str, release_id: str, environment: str) -> bool:
+    """Whether `release_id` was ever promoted into `environment`."""
+    pointer, _ = read_pointer(store, name, environment)
+    return any(e["action"] == "promote" and e["release_id"] == release_id
+               for e in pointer.events)
+
+
+def candidate(store: Store, loaded: LoadedSpec, release_id: str | None) -> str:
+    if release_id is not None:
+        return release_id
+    if not loaded.policy.requires:
+        raise UsageError("give --release ID: this environment requires no other one to "
+                         "take a release from")
+    source = loaded.policy.requires[0]
+    pointer, _ = read_pointer(store, loaded.spec.name, source)
+    if pointer.current is None:
+        raise PolicyError(f"{source} has no release yet: promote to {source} first")
+    return pointer.current
+
+
+def promote_existing(store: Store, loaded: LoadedSpec, environment: str,
+                     release_id: str | None, by: str, approved_by: str | None = None,
+                     note: str = "") -> dict[str, Any]:
+    """Point `environment` at an existing release after the policy's checks."""
+    name = loaded.spec.name
+    target = candidate(store, loaded, release_id)
+    manifest = read_manifest(store, name, target)
+    problems = verify_release(store, manifest)
+    if problems:
+        raise StoreError(f"release {target} cannot be promoted: " + "; ".join(problems))
+    for required in loaded.policy.requires:
+        if not passed_in(store, name, target, required):
+            raise PolicyError(f"release {target} has not passed {required}; {environment} "
+                              f"requires it (environments/{environment}.yaml: requires)")
+    if approved_by:
+        approve(store, name, target, environment, approved_by, note)
+    granted = approvals(store, name, target, environment)
+    if loaded.policy.approval.required and not granted:
+        raise PolicyError(
+            f"release {target} needs an approval for {environment}: run `serve-pipeline "
+            f"approve {target} --env {environment} --by NAME` or promote with --approved-by")
+    pointer, _ = read_pointer(store, name, environment)
+    if pointer.current == target:
+        raise UsageError(f"{environment} already points at {target}")
+    source = ", ".join(loaded.policy.requires) or manifest.get("verified_in") or "a run"
+    return move_pointer(store, name, environment, target, "promote", by,
+                        note=note or f"from {source}",
+                        approved_by=[a["by"] for a in granted] or None)

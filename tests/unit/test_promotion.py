@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_spec
+from pipeline.digest import sha256_bytes
+from pipeline.errors import PolicyError, StoreError
+from pipeline.promotion import approvals, approve, promote_existing
+from pipeline.release import BlobSource, move_pointer, publish_release, read_pointer, utc_now
+from pipeline.store import LocalStore, open_store
+
+
+def publish(store: LocalStore, payload: bytes) -> str:
+    source = BlobSource("model", None, payload, sha256_bytes(payload))
+    return publish_release(store, "fraud-mlp", [source], {"run_id": "r"}, utc_now()).release_id
+
+
+@pytest.fixture
+def store(project: Path) -> LocalStore:
+    opened = open_store("file://.serve-pipeline/store", project)
+    assert isinstance(opened, LocalStore)
+    return opened
+
+
+def test_production_takes_the_staging_release_only_with_an_approval(project: Path,
+                                                                    store: LocalStore) -> None:
+    production = load_spec(project / "serve.yaml", "production")
+    release = publish(store, b"model")
+    with pytest.raises(PolicyError, match="promote to staging first"):
+        promote_existing(store, production, "production", None, "ci")
+    move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
+
+    with pytest.raises(PolicyError, match="needs an approval"):
+        promote_existing(store, production, "production", None, "ci")
+    pointer, _ = read_pointer(store, "fraud-mlp", "production")
+    assert pointer.current is None and pointer.events == []
+
+    approve(store, "fraud-mlp", release, "production", "rita", "looks good")
+    event = promote_existing(store, production, "production", None, "ci")
+    assert event["release_id"] == release and event["approved_by"] == ["rita"]
+    assert read_pointer(store, "fraud-mlp", "production")[0].current == release
+    assert [a["by"] for a in approvals(store, "fraud-mlp", release, "production")] == ["rita"]
+
+
+def test_approved_by_records_and_promotes_in_one_step(project: Path, store: LocalStore) -> None:
+    production = load_spec(project / "serve.yaml", "production")
+    release = publish(store, b"model")
+    move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
+    event = promote_existing(store, production, "production", None, "ci", approved_by="rita")
+    assert event["approved_by"] == ["rita"]
+
+
+def test_a_release_that_never_passed_staging_is_refused(project: Path, store: LocalStore) -> None:
+    production = load_spec(project / "serve.yaml", "production")
+    passed = publish(store, b"model-1")
+    other = publish(store, b"model-2")
+    move_pointer(store, "fraud-mlp", "staging", passed, "promote", "ci")
+    with pytest.raises(PolicyError, match="has not passed staging"):
+        promote_existing(store, production, "production", other, "ci", approved_by="rita")
+
+
+def test_a_tampered_release_is_refused_before_the_pointer_moves(project: Path,
+                                                                store: LocalStore) -> None:
+    production = load_spec(project / "serve.yaml", "production")
+    release = publish(store, b"model")
+    move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
+    (store.root / "blobs" / "sha256" / sha256_bytes(b"model")).write_bytes(b"evil")
+    with pytest.raises(StoreError, match="corrupt"):
+        promote_existing(store, production, "production", None, "ci", approved_by="rita")
+    assert read_pointer(store, "fraud-mlp", "production")[0].current is None
