@@ -14,7 +14,7 @@ from pipeline.errors import ServerError
 from pipeline.model_runtime import LoadedModel
 from pipeline.reference import load_reference
 from pipeline.results import StageResult
-from pipeline.servers.triton import ModelRepository, TritonServer
+from pipeline.servers.base import BuiltArtifact, ModelServer
 
 
 class Progress(Protocol):
@@ -23,19 +23,6 @@ class Progress(Protocol):
 
 def no_progress(stage: str, done: float, total: float, text: str) -> None:
     """A progress sink that ignores everything (tests, scripts)."""
-
-
-@dataclass(frozen=True)
-class BuildOutput:
-    """The served artifact: a Triton model repository, digested before it is served."""
-
-    repository: ModelRepository
-    repository_tar: Path
-    repository_digest: str
-    config_text: str
-    config_digest: str
-    model_file: Path
-    model_digest: str
 
 
 @dataclass
@@ -49,8 +36,8 @@ class RunContext:
     promote_to: str | None = None
     actor: str = "unknown"
     approved_by: str | None = None
-    build: BuildOutput | None = None
-    server: TritonServer | None = None
+    build: BuiltArtifact | None = None
+    server: ModelServer | None = None
     cold_start_s: float | None = None
     results: list[StageResult] = field(default_factory=list)
     release_id: str | None = None
@@ -68,12 +55,12 @@ class RunContext:
         assert self._reference is not None
         return self._reference.result()
 
-    def require_build(self) -> BuildOutput:
+    def require_build(self) -> BuiltArtifact:
         if self.build is None:
             raise ServerError("no build output: the build stage did not run")
         return self.build
 
-    def require_server(self) -> TritonServer:
+    def require_server(self) -> ModelServer:
         """The running server; ServerError quoting its log if it is gone."""
         if self.server is None:
             raise ServerError("no server: the start stage did not run")

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 from hdrh.histogram import HdrHistogram
 
-from pipeline.servers.kserve import EncodedRequest
+from pipeline.servers.base import HttpRequest
 
 MAX_LATENCY_US = 3_600_000_000
 MIN_SAMPLES_FOR = {"p50": 2, "p90": 10, "p95": 20, "p99": 100, "p999": 1000}
@@ -25,12 +25,6 @@ MIN_SAMPLES_FOR = {"p50": 2, "p90": 10, "p95": 20, "p99": 100, "p999": 1000}
 
 def new_histogram() -> HdrHistogram:
     return HdrHistogram(1, MAX_LATENCY_US, 3)
-
-
-@dataclass(frozen=True)
-class Target:
-    url: str
-    request: EncodedRequest
 
 
 class LoadAborted(Exception):
@@ -108,16 +102,17 @@ def _error_kind(exc: BaseException) -> str:
 
 
 class _Sender:
-    def __init__(self, session: aiohttp.ClientSession, target: Target, timeout_s: float) -> None:
+    def __init__(self, session: aiohttp.ClientSession, target: HttpRequest,
+                 timeout_s: float) -> None:
         self.session = session
         self.target = target
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
 
     async def send(self) -> str | None:
         """None on success, else the kind of error."""
-        request = self.target.request
+        request = self.target
         try:
-            async with self.session.post(self.target.url, data=request.body,
+            async with self.session.request(request.method, request.url, data=request.body,
                                          headers=request.headers,
                                          timeout=self.timeout) as response:
                 await response.read()
@@ -151,7 +146,7 @@ def _session(connections: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector, skip_auto_headers=["User-Agent"])
 
 
-async def closed_loop(target: Target, concurrency: int, duration_s: float, timeout_s: float,
+async def closed_loop(target: HttpRequest, concurrency: int, duration_s: float, timeout_s: float,
                       should_stop: Callable[[], bool] = lambda: False,
                       tick: Tick = _no_tick) -> LoadResult:
     """`concurrency` workers, each sending its next request when the last one returns."""
@@ -205,7 +200,7 @@ class OpenLoopResult:
     client_bound: bool
 
 
-async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
+async def open_loop(target: HttpRequest, phases: Sequence[Phase], timeout_s: float,
                     max_in_flight: int = 2048,
                     should_stop: Callable[[], bool] = lambda: False,
                     tick: Tick = _no_tick) -> OpenLoopResult:

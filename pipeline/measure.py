@@ -7,27 +7,25 @@ from collections.abc import Sequence
 
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
-from pipeline.load import LoadAborted, LoadResult, OpenLoopResult, Phase, Target, closed_loop
+from pipeline.load import LoadAborted, LoadResult, OpenLoopResult, Phase, closed_loop
 from pipeline.load import open_loop as run_open_loop
-from pipeline.servers.kserve import encode_infer
-from pipeline.servers.triton import TritonServer
+from pipeline.servers.base import HttpRequest, ModelServer
 from pipeline.tensors import load_samples, take
 
+Target = HttpRequest
 
-def load_target(ctx: RunContext, server: TritonServer) -> Target:
+
+def load_target(ctx: RunContext, server: ModelServer) -> Target:
     spec = ctx.loaded.spec
     samples = load_samples(spec.model, spec.stages.parity, ctx.loaded.workspace)
-    batch = take(samples, spec.stages.latency.batch_size)
-    request = encode_infer(spec.name, batch, {t.name: t.dtype for t in spec.model.inputs},
-                           [t.name for t in spec.model.outputs])
-    return Target(server.base_url + request.path, request)
+    return server.infer_request(take(samples, spec.stages.latency.batch_size))
 
 
-def _server_gone(server: TritonServer) -> bool:
+def _server_gone(server: ModelServer) -> bool:
     return not server.process.is_running()
 
 
-def closed_window(ctx: RunContext, server: TritonServer, target: Target, stage: str,
+def closed_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
                   concurrency: int, duration_s: float, label: str) -> LoadResult:
     """One closed-loop window; ServerError with the server's log if it dies meanwhile."""
     timeout = ctx.loaded.spec.stages.latency.request_timeout.seconds
@@ -42,7 +40,7 @@ def closed_window(ctx: RunContext, server: TritonServer, target: Target, stage: 
         raise ServerError(f"during {label}: {server.describe_death()}") from None
 
 
-def open_window(ctx: RunContext, server: TritonServer, target: Target, stage: str,
+def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
                 phases: Sequence[Phase], label: str) -> OpenLoopResult:
     timeout = ctx.loaded.spec.stages.latency.request_timeout.seconds
     total = sum(phase.duration_s for phase in phases)

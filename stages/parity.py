@@ -14,13 +14,11 @@ from typing import Any
 import numpy as np
 
 from pipeline import http
-from pipeline.config import ProbeName, Spec
 from pipeline.context import RunContext
 from pipeline.model_runtime import LoadedModel
 from pipeline.results import Gate, StageResult
-from pipeline.servers.kserve import EncodedRequest, decode_outputs, encode_infer, json_request
-from pipeline.servers.triton import TritonServer
-from pipeline.tensors import NUMPY_DTYPES, WIRE_DTYPES, Batch, load_samples, take
+from pipeline.servers.base import ModelServer, send
+from pipeline.tensors import NUMPY_DTYPES, Batch, load_samples, take
 
 NAME = "parity"
 USES_SERVER = True
@@ -59,17 +57,10 @@ class Comparison:
         self.problems = [*(self.problems or []), problem]
 
 
-def _infer(server: TritonServer, request: EncodedRequest) -> http.Response:
-    return http.call("POST", server.base_url + request.path, request.body, request.headers,
-                     timeout_s=REQUEST_TIMEOUT_S)
-
-
-def compare_outputs(ctx: RunContext, server: TritonServer, reference: LoadedModel,
+def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel,
                     samples: Batch) -> Comparison:
     spec = ctx.loaded.spec
     parity = spec.stages.parity
-    dtypes = {t.name: t.dtype for t in spec.model.inputs}
-    output_names = [t.name for t in spec.model.outputs]
     available = next(iter(samples.values())).shape[0]
     batches = [take(samples, 1, start) for start in range(min(SINGLE_ITEMS, available))]
     batches.append(take(samples, spec.server.batching.max_batch_size))
@@ -77,14 +68,14 @@ def compare_outputs(ctx: RunContext, server: TritonServer, reference: LoadedMode
     for index, batch in enumerate(batches):
         label = f"request {index + 1} (batch {next(iter(batch.values())).shape[0]})"
         expected = reference([batch[t.name] for t in spec.model.inputs])
-        reply = _infer(server, encode_infer(spec.name, batch, dtypes, output_names))
+        reply = send(server.infer_request(batch), REQUEST_TIMEOUT_S)
         comparison.requests += 1
         if reply.status != 200:
             comparison.note(f"{label}: HTTP {reply.status}: {reply.text()[:200]}")
             comparison.mismatched += sum(a.size for a in expected)
             comparison.elements += sum(a.size for a in expected)
             continue
-        served = decode_outputs(reply.body, reply.headers)
+        served = server.decode_outputs(reply)
         for tensor, want in zip(spec.model.outputs, expected, strict=True):
             if tensor.name not in served:
                 comparison.note(f"{label}: output '{tensor.name}' missing")
@@ -99,38 +90,6 @@ def compare_outputs(ctx: RunContext, server: TritonServer, reference: LoadedMode
     return comparison
 
 
-def _json_inputs(spec: Spec, count: int, *, shape_delta: int = 0,
-                 dtype_swap: bool = False, drop_first: bool = False) -> list[dict[str, Any]]:
-    inputs = []
-    for position, tensor in enumerate(spec.model.inputs):
-        if drop_first and position == 0:
-            continue
-        shape = [count, *tensor.shape]
-        if position == 0:
-            shape[-1] += shape_delta
-        wire = WIRE_DTYPES[tensor.dtype]
-        if position == 0 and dtype_swap:
-            wire = "INT32" if wire.startswith(("FP", "BOOL")) else "FP32"
-        size = int(np.prod(shape))
-        data: list[Any] = [False] * size if wire == "BOOL" else (
-            [0.5] * size if wire.startswith("FP") else [1] * size)
-        inputs.append({"name": tensor.name, "shape": shape, "datatype": wire, "data": data})
-    return inputs
-
-
-def probe_request(spec: Spec, probe: ProbeName) -> EncodedRequest:
-    max_batch = spec.server.batching.max_batch_size
-    if probe == "wrong_shape":
-        return json_request(spec.name, _json_inputs(spec, 1, shape_delta=1))
-    if probe == "wrong_dtype":
-        return json_request(spec.name, _json_inputs(spec, 1, dtype_swap=True))
-    if probe == "missing_input":
-        return json_request(spec.name, _json_inputs(spec, 1, drop_first=True))
-    if probe == "batch_over_max":
-        return json_request(spec.name, _json_inputs(spec, max_batch + 1))
-    return json_request(f"{spec.name}-does-not-exist", _json_inputs(spec, 1))
-
-
 PROBE_TEXT: dict[str, str] = {
     "wrong_shape": "an item one element too long in the last dimension",
     "wrong_dtype": "the first input declared with another datatype",
@@ -140,14 +99,13 @@ PROBE_TEXT: dict[str, str] = {
 }
 
 
-def run_probes(ctx: RunContext, server: TritonServer) -> tuple[list[Gate], list[dict[str, Any]]]:
+def run_probes(ctx: RunContext, server: ModelServer) -> tuple[list[Gate], list[dict[str, Any]]]:
     spec = ctx.loaded.spec
     gates = []
     details = []
     for probe in spec.stages.failure.probes:
-        request = probe_request(spec, probe)
         try:
-            reply = _infer(server, request)
+            reply = send(server.probe_request(probe), REQUEST_TIMEOUT_S)
             status: int | None = reply.status
             try:
                 said = str(json.loads(reply.body).get("error", ""))[:160]

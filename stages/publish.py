@@ -26,8 +26,8 @@ def manifest_body(ctx: RunContext) -> dict[str, Any]:
                    "backend": spec.server.backend, "device": spec.server.device},
         "model": {"source": spec.model.source.describe(), "format": spec.model.format,
                   "sha256": build.model_digest},
-        "artifact": {"kind": "triton-model-repository", "sha256": build.repository_digest},
-        "config": {"file": "config.pbtxt", "sha256": build.config_digest},
+        "artifact": {"kind": build.kind, "sha256": build.digest},
+        "config": {"file": build.config_name, "sha256": build.config_digest},
         "image": None,
         "gates": [{"stage": r.name, **gate.__dict__} for r in ctx.results for gate in r.gates],
         "stages": {r.name: {"status": r.status.value, "metrics": r.metrics}
@@ -44,9 +44,9 @@ def run(ctx: RunContext) -> StageResult:
                                    "stages": [r.to_json() for r in ctx.results]})
     config_bytes = build.config_text.encode()
     files = [
-        BlobSource("model_repository", build.repository_tar, None, build.repository_digest),
+        BlobSource(build.kind, build.archive, None, build.digest),
         BlobSource("model", build.model_file, None, build.model_digest),
-        BlobSource("config.pbtxt", None, config_bytes, build.config_digest),
+        BlobSource(build.config_name, None, config_bytes, build.config_digest),
         BlobSource("spec", None, spec_bytes, sha256_bytes(spec_bytes)),
         BlobSource("verification", None, verification, sha256_bytes(verification)),
     ]

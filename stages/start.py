@@ -1,15 +1,14 @@
-"""start: launch tritonserver with exactly the built repository, on loopback ports."""
+"""start: launch the server with exactly the built artifact, on loopback ports."""
 
 from __future__ import annotations
 
-import shutil
 import time
 
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
 from pipeline.ports import free_ports, port_is_bound
 from pipeline.results import StageResult, Status
-from pipeline.servers.triton import TritonInstallation, TritonPorts, TritonServer
+from pipeline.servers import server_kind
 
 NAME = "start"
 USES_SERVER = True
@@ -18,32 +17,26 @@ EARLY_EXIT_WATCH_S = 0.5
 
 def run(ctx: RunContext) -> StageResult:
     spec = ctx.loaded.spec
-    build = ctx.require_build()
+    artifact = ctx.require_build()
+    kind = server_kind(spec.server.kind)
     wanted = spec.server.ports
     for name, port in wanted.items():
         if port_is_bound(port):
             raise ServerError(f"server.ports.{name}: port {port} on 127.0.0.1 is already in use")
-    spare = iter(free_ports(3))
-    ports = TritonPorts(**{name: wanted.get(name) or next(spare)
-                           for name in ("http", "grpc", "metrics")})
-    # Triton's python stubs write __pycache__ next to model.py: serve a copy, never
-    # the digested build output.
-    serving = ctx.run_dir / "serving-repository"
-    shutil.copytree(build.repository.root, serving)
-    server = TritonServer(TritonInstallation.find(), serving, spec.name, ports, ctx.run_dir,
-                          ctx.env)
+    spare = iter(free_ports(len(kind.port_names)))
+    ports = {name: wanted.get(name) or next(spare) for name in kind.port_names}
+    server = kind.launch(ctx.loaded, artifact, ports, ctx.run_dir, ctx.env)
     ctx.resources.callback(server.stop)
     server.start()
     ctx.server = server
     deadline = time.monotonic() + EARLY_EXIT_WATCH_S
     while time.monotonic() < deadline:
         if not server.process.is_running():
-            raise ServerError(f"tritonserver exited at start: {server.describe_death()}")
+            raise ServerError(f"the server exited at start: {server.describe_death()}")
         time.sleep(0.05)
+    shown = " ".join(f"{name}:{port}" for name, port in ports.items())
     return StageResult(
-        NAME, Status.PASSED,
-        f"tritonserver pid {server.process.pid} on 127.0.0.1 http:{ports.http} "
-        f"grpc:{ports.grpc} metrics:{ports.metrics}",
-        details={"pid": server.process.pid, "ports": vars(ports),
+        NAME, Status.PASSED, f"{kind.name} pid {server.process.pid} on 127.0.0.1 {shown}",
+        details={"pid": server.process.pid, "ports": ports,
                  "log": str(server.process.log_path)},
     )

@@ -1,30 +1,25 @@
-"""KServe v2 inference requests and responses over HTTP, with binary tensor data.
+"""KServe v2 (Triton's) inference requests and responses over HTTP.
 
-Encoding and decoding are tritonclient's own, so what we send is what Triton's
-clients send.
+Encoding and decoding use tritonclient's own functions, binary tensor data
+included, so what we send is what Triton's clients send.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from tritonclient.http import InferenceServerClient, InferInput, InferRequestedOutput
 
+from pipeline.config import ModelSpec, ProbeName
+from pipeline.servers.base import HttpRequest
 from pipeline.tensors import WIRE_DTYPES, Array, Batch
 
 
-@dataclass(frozen=True)
-class EncodedRequest:
-    path: str
-    body: bytes
-    headers: dict[str, str]
-
-
-def encode_infer(model: str, batch: Batch, dtypes: Mapping[str, str],
-                 output_names: list[str]) -> EncodedRequest:
+def encode_infer(base_url: str, model: str, batch: Batch, dtypes: Mapping[str, str],
+                 output_names: list[str]) -> HttpRequest:
     inputs = []
     for name, array in batch.items():
         tensor = InferInput(name, list(array.shape), WIRE_DTYPES[dtypes[name]])
@@ -35,10 +30,10 @@ def encode_infer(model: str, batch: Batch, dtypes: Mapping[str, str],
     headers = {"Content-Type": "application/octet-stream"}
     if json_size is not None:
         headers["Inference-Header-Content-Length"] = str(json_size)
-    return EncodedRequest(f"/v2/models/{model}/infer", bytes(body), headers)
+    return HttpRequest("POST", f"{base_url}/v2/models/{model}/infer", bytes(body), headers)
 
 
-def decode_outputs(body: bytes, headers: dict[str, str]) -> dict[str, Array]:
+def decode_outputs(body: bytes, headers: Mapping[str, str]) -> dict[str, Array]:
     header_length = headers.get("inference-header-content-length")
     result = InferenceServerClient.parse_response_body(
         body, header_length=int(header_length) if header_length else None)
@@ -47,10 +42,40 @@ def decode_outputs(body: bytes, headers: dict[str, str]) -> dict[str, Array]:
             for out in response.get("outputs", [])}
 
 
-def json_request(model: str, inputs: list[dict[str, Any]]) -> EncodedRequest:
-    """A plain-JSON request, for failure probes that declare things a real client would not."""
-    import json
+def _json_inputs(model: ModelSpec, count: int, *, shape_delta: int = 0,
+                 dtype_swap: bool = False, drop_first: bool = False) -> list[dict[str, Any]]:
+    inputs = []
+    for position, tensor in enumerate(model.inputs):
+        if drop_first and position == 0:
+            continue
+        shape = [count, *tensor.shape]
+        if position == 0:
+            shape[-1] += shape_delta
+        wire = WIRE_DTYPES[tensor.dtype]
+        if position == 0 and dtype_swap:
+            wire = "INT32" if wire.startswith(("FP", "BOOL")) else "FP32"
+        size = int(np.prod(shape))
+        data: list[Any] = [False] * size if wire == "BOOL" else (
+            [0.5] * size if wire.startswith("FP") else [1] * size)
+        inputs.append({"name": tensor.name, "shape": shape, "datatype": wire, "data": data})
+    return inputs
 
-    body = json.dumps({"inputs": inputs}).encode()
-    return EncodedRequest(f"/v2/models/{model}/infer", body,
-                          {"Content-Type": "application/json"})
+
+def probe_request(base_url: str, model_name: str, model: ModelSpec, max_batch_size: int,
+                  probe: ProbeName) -> HttpRequest:
+    """A plain-JSON request that declares what a broken client would."""
+    name = model_name
+    if probe == "wrong_shape":
+        inputs = _json_inputs(model, 1, shape_delta=1)
+    elif probe == "wrong_dtype":
+        inputs = _json_inputs(model, 1, dtype_swap=True)
+    elif probe == "missing_input":
+        inputs = _json_inputs(model, 1, drop_first=True)
+    elif probe == "batch_over_max":
+        inputs = _json_inputs(model, max_batch_size + 1)
+    else:
+        name = f"{model_name}-does-not-exist"
+        inputs = _json_inputs(model, 1)
+    return HttpRequest("POST", f"{base_url}/v2/models/{name}/infer",
+                       json.dumps({"inputs": inputs}).encode(),
+                       {"Content-Type": "application/json"})

@@ -19,10 +19,13 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
 from pipeline import http
-from pipeline.config import Spec
-from pipeline.errors import ServerError
+from pipeline.config import LoadedSpec, ProbeName, Spec
+from pipeline.digest import deterministic_tar, sha256_bytes, sha256_file
+from pipeline.errors import PipelineError, ServerError
 from pipeline.process import ManagedProcess
-from pipeline.tensors import config_dtype
+from pipeline.servers import kserve
+from pipeline.servers.base import BuiltArtifact, HttpRequest, ServerStats
+from pipeline.tensors import Array, Batch, config_dtype
 
 ASSETS = Path(__file__).parent / "assets"
 RUNTIME_MODULE = Path(__file__).parent.parent / "model_runtime.py"
@@ -220,7 +223,8 @@ class TritonStats:
                               for b in stats.get("batch_stats", [])},
         )
 
-    def since(self, before: TritonStats) -> TritonStats:
+    def since(self, before: ServerStats) -> TritonStats:
+        assert isinstance(before, TritonStats)
         return TritonStats(
             inference_count=self.inference_count - before.inference_count,
             execution_count=self.execution_count - before.execution_count,
@@ -276,31 +280,25 @@ def _error_text(line: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-@dataclass(frozen=True)
-class TritonPorts:
-    http: int
-    grpc: int
-    metrics: int
-
-
 class TritonServer:
     """A local tritonserver process serving one model repository on loopback."""
 
     kind = "triton"
 
-    def __init__(self, installation: TritonInstallation, repository: Path, model_name: str,
-                 ports: TritonPorts, run_dir: Path, env: Mapping[str, str]) -> None:
-        self.model_name = model_name
-        self.ports = ports
-        self.base_url = f"http://127.0.0.1:{ports.http}"
+    def __init__(self, installation: TritonInstallation, repository: Path, loaded: LoadedSpec,
+                 ports: Mapping[str, int], run_dir: Path, env: Mapping[str, str]) -> None:
+        self.spec = loaded.spec
+        self.model_name = loaded.spec.name
+        self.ports = dict(ports)
+        self.base_url = f"http://127.0.0.1:{ports['http']}"
         backends = installation.prepare_backends(run_dir / "triton-backends")
         argv = [
             str(installation.binary),
             f"--model-repository={repository}",
             f"--backend-directory={backends}",
-            "--http-address=127.0.0.1", f"--http-port={ports.http}",
-            "--grpc-address=127.0.0.1", f"--grpc-port={ports.grpc}",
-            "--metrics-address=127.0.0.1", f"--metrics-port={ports.metrics}",
+            "--http-address=127.0.0.1", f"--http-port={ports['http']}",
+            "--grpc-address=127.0.0.1", f"--grpc-port={ports['grpc']}",
+            "--metrics-address=127.0.0.1", f"--metrics-port={ports['metrics']}",
             "--allow-gpu-metrics=false", "--allow-cpu-metrics=true",
             "--allow-sagemaker=false", "--allow-vertex-ai=false",
             "--exit-on-error=true", "--strict-readiness=true",
@@ -310,9 +308,8 @@ class TritonServer:
         self.process = ManagedProcess(argv, run_dir / "server.log",
                                       installation.environment(env), cwd=run_dir)
 
-    def start(self) -> TritonServer:
+    def start(self) -> None:
         self.process.start()
-        return self
 
     def stop(self) -> None:
         self.process.stop()
@@ -359,3 +356,51 @@ class TritonServer:
         if reply.status != 200:
             raise ServerError(f"GET {url} answered {reply.status}: {reply.text()[:200]}")
         return TritonStats.from_json(json.loads(reply.body))
+
+    def infer_request(self, batch: Batch) -> HttpRequest:
+        model = self.spec.model
+        return kserve.encode_infer(self.base_url, self.model_name, batch,
+                                   {t.name: t.dtype for t in model.inputs},
+                                   [t.name for t in model.outputs])
+
+    def decode_outputs(self, response: http.Response) -> dict[str, Array]:
+        return kserve.decode_outputs(response.body, response.headers)
+
+    def probe_request(self, probe: ProbeName) -> HttpRequest:
+        return kserve.probe_request(self.base_url, self.model_name, self.spec.model,
+                                    self.spec.server.batching.max_batch_size, probe)
+
+
+class TritonKind:
+    """Triton: a model repository built through Triton's ModelConfig protobuf."""
+
+    name = "triton"
+    port_names: tuple[str, ...] = ("http", "grpc", "metrics")
+
+    def build(self, loaded: LoadedSpec, destination: Path) -> BuiltArtifact:
+        spec = loaded.spec
+        if spec.model.source.path is None:
+            raise PipelineError("model.source: DVC sources are not supported by this version")
+        model_file = loaded.resolve(spec.model.source.path)
+        entrypoint = None
+        if spec.model.entrypoint is not None:
+            entrypoint = loaded.resolve(spec.model.entrypoint.rpartition(":")[0])
+        repository = write_model_repository(spec, model_file, entrypoint,
+                                            destination / "model-repository")
+        config = repository.config_path.read_text()
+        problems = check_model_config(config, spec)
+        if problems:
+            raise PipelineError("config.pbtxt check failed: " + "; ".join(problems))
+        archive = destination / "model-repository.tar"
+        digest = deterministic_tar(repository.root, archive)
+        return BuiltArtifact("triton-model-repository", repository.root, archive, digest,
+                             "config.pbtxt", config, sha256_bytes(config.encode()),
+                             model_file, sha256_file(model_file))
+
+    def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
+               run_dir: Path, env: Mapping[str, str]) -> TritonServer:
+        # Triton's python stubs write __pycache__ next to model.py: serve a copy, never
+        # the digested build output.
+        serving = run_dir / "serving-repository"
+        shutil.copytree(artifact.serve_root, serving)
+        return TritonServer(TritonInstallation.find(), serving, loaded, ports, run_dir, env)

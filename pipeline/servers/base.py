@@ -1,0 +1,97 @@
+"""What every model server kind offers the stages: build, launch, health, infer, statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pipeline import http
+from pipeline.config import LoadedSpec, ProbeName
+from pipeline.process import ManagedProcess
+from pipeline.tensors import Array, Batch
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    url: str
+    body: bytes
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class BuiltArtifact:
+    """The served artifact, digested before anything serves it."""
+
+    kind: str            # "triton-model-repository" | "torchserve-mar"
+    serve_root: Path     # the folder the server is pointed at (a copy of it, when served)
+    archive: Path        # the file published as the artifact blob
+    digest: str
+    config_name: str     # "config.pbtxt" | "config.properties"
+    config_text: str     # the production config, as rendered from the spec
+    config_digest: str
+    model_file: Path
+    model_digest: str
+
+
+class ServerStats(Protocol):
+    """Cumulative server-side counters; `since` gives a window's delta."""
+
+    @property
+    def batch_executions(self) -> dict[int, int]: ...
+
+    def since(self, before: ServerStats) -> ServerStats: ...
+
+    def window_metrics(self) -> dict[str, float]: ...
+
+
+class ModelServer(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def process(self) -> ManagedProcess: ...
+
+    @property
+    def ports(self) -> Mapping[str, int]: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def describe_death(self) -> str: ...
+
+    def is_ready(self, timeout_s: float = 2.0) -> bool: ...
+
+    def wait_ready(self, timeout_s: float) -> float: ...
+
+    def stats(self) -> ServerStats: ...
+
+    def infer_request(self, batch: Batch) -> HttpRequest: ...
+
+    def decode_outputs(self, response: http.Response) -> dict[str, Array]: ...
+
+    def probe_request(self, probe: ProbeName) -> HttpRequest: ...
+
+
+class ServerKind(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def port_names(self) -> tuple[str, ...]: ...
+
+    def build(self, loaded: LoadedSpec, destination: Path) -> BuiltArtifact: ...
+
+    def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
+               run_dir: Path, env: Mapping[str, str]) -> ModelServer: ...
+
+
+def send(request: HttpRequest, timeout_s: float) -> http.Response:
+    return http.call(request.method, request.url, request.body, request.headers,
+                     timeout_s=timeout_s)
