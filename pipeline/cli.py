@@ -25,7 +25,7 @@ from pipeline.record import load_run_record, runs_dir
 from pipeline.release import read_manifest, read_pointer, rollback
 from pipeline.report import render_terminal
 from pipeline.runner import STAGES, new_run_id, run_pipeline
-from pipeline.store import open_store
+from pipeline.store import store_for
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Take a trained model to production through measured gates.")
@@ -112,7 +112,7 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
     """
     loaded = _load(file, environment)
     if release is not None or loaded.policy.requires:
-        store = open_store(loaded.spec.publish.store, loaded.workspace)
+        store = store_for(loaded)
         event = promote_existing(store, loaded, environment, release, _actor(by),
                                  approved_by=approved_by, note=note)
         approvers = ", ".join(event.get("approved_by") or []) or "not required"
@@ -137,7 +137,7 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
                         "--yes", help="Do not ask (scripts, CI).")] = False) -> None:
     """Show RELEASE_ID's verification report and record an approval for an environment."""
     loaded = _load(file, env)
-    store = open_store(loaded.spec.publish.store, loaded.workspace)
+    store = store_for(loaded)
     out.print(render_terminal(_find_record(loaded, release_id)))
     if not yes:
         if not sys.stdin.isatty():
@@ -164,7 +164,7 @@ def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
                      by: Actor = None) -> None:
     """Point ENVIRONMENT back at an earlier release after checking its blobs."""
     loaded = _load(file, environment)
-    store = open_store(loaded.spec.publish.store, loaded.workspace)
+    store = store_for(loaded)
     event = rollback(store, loaded.spec.name, environment, to, _actor(by))
     out.print(f"{environment}: {event['previous_release_id']} → {event['release_id']} "
               f"(rollback by {event['by']})")
@@ -176,7 +176,7 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
             ) -> None:
     """What happened to ENVIRONMENT: every promote and rollback, newest last."""
     loaded = _load(file, environment)
-    store = open_store(loaded.spec.publish.store, loaded.workspace)
+    store = store_for(loaded)
     pointer, _ = read_pointer(store, loaded.spec.name, environment)
     if output == "json":
         body = {"environment": environment, "current": pointer.current,
@@ -212,7 +212,7 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
 def _find_record(loaded: LoadedSpec, identifier: str) -> dict[str, Any]:
     if (runs_dir(loaded.workspace) / identifier / "record.json").is_file():
         return load_run_record(loaded.workspace, identifier)
-    store = open_store(loaded.spec.publish.store, loaded.workspace)
+    store = store_for(loaded)
     try:
         manifest = read_manifest(store, loaded.spec.name, identifier)
     except UsageError:

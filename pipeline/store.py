@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from pipeline.config import LoadedSpec
 from pipeline.errors import ConflictError, StoreError
 
 CHUNK = 1 << 20
@@ -211,7 +212,7 @@ class LocalStore:
                 if p.is_file() and not p.name.startswith("."))
 
 
-def open_store(url: str, workspace: Path) -> Store:
+def open_store(url: str, workspace: Path, endpoint_url: str | None = None) -> Store:
     if url.startswith("file://"):
         location = Path(url.removeprefix("file://"))
         root = location if location.is_absolute() else workspace / location
@@ -223,6 +224,13 @@ def open_store(url: str, workspace: Path) -> Store:
             raise StoreError(f"store {url}: {root} is not writable ({errno.errorcode[13]})")
         return LocalStore(root, url)
     if url.startswith("s3://"):
-        raise StoreError(f"store {url}: s3:// stores are not supported by this version; "
-                         "use file://<dir>")
+        from pipeline.s3_store import S3Store
+
+        return S3Store(url, endpoint_url)
     raise StoreError(f"store {url}: unknown scheme (expected file:// or s3://)")
+
+
+def store_for(loaded: LoadedSpec) -> Store:
+    """The store a spec publishes to (after its environment overlay)."""
+    publish = loaded.spec.publish
+    return open_store(publish.store, loaded.workspace, publish.endpoint_url)

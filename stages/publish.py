@@ -9,7 +9,7 @@ from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.promotion import approve
 from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
 from pipeline.results import StageResult, Status
-from pipeline.store import open_store
+from pipeline.store import store_for
 
 NAME = "publish"
 
@@ -38,7 +38,7 @@ def manifest_body(ctx: RunContext) -> dict[str, Any]:
 def run(ctx: RunContext) -> StageResult:
     spec = ctx.loaded.spec
     build = ctx.require_build()
-    store = open_store(spec.publish.store, ctx.loaded.workspace)
+    store = store_for(ctx.loaded)
     spec_bytes = ctx.loaded.canonical_json().encode()
     verification = canonical_json({"run_id": ctx.run_id,
                                    "stages": [r.to_json() for r in ctx.results]})

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +102,61 @@ def no_leftovers(fast_project: Path) -> Callable[[], None]:
         assert servers_under(fast_project) == []
 
     return check
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str
+    env: dict[str, str]
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def new_bucket(self) -> str:
+        name = f"releases-{secrets.token_hex(4)}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3-compatible HTTP server (moto in server mode) on a free loopback port."""
+    from pipeline.ports import free_ports
+
+    port = free_ports(1)[0]
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    binary = Path(sys.executable).parent / "moto_server"
+    with log.open("wb") as output:
+        server = subprocess.Popen([str(binary), "-H", "127.0.0.1", "-p", str(port)],
+                                  stdout=output, stderr=subprocess.STDOUT)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(endpoint + "/moto-api/", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("moto_server did not start: " + log.read_text()) from None
+                time.sleep(0.2)
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": endpoint}
+        env.pop("AWS_PROFILE", None)
+        yield S3Server(endpoint, env)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture
+def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The test process itself talks to the moto server through the standard variables."""
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
+                "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.setenv(key, s3_server.env[key])
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return s3_server

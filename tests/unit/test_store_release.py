@@ -118,8 +118,3 @@ def test_deterministic_tar(tmp_path: Path) -> None:
     second = deterministic_tar(tree, tmp_path / "b.tar")
     assert first == second
     assert (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
-
-
-def test_s3_is_reported_clearly(tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match="s3://"):
-        open_store("s3://bucket/prefix", tmp_path)

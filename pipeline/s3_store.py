@@ -1,0 +1,218 @@
+"""The release store on the S3 API (AWS, MinIO, Ceph, ...), through boto3.
+
+- Credentials: boto3's standard chain. Endpoint: `publish.endpoint_url`, else
+  boto3's own `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`.
+- Blobs: uploaded only when absent, with multipart and parallel parts for large
+  files; S3 verifies a SHA-256 checksum of every part, and the digest is kept
+  in the object's metadata. Reads hash what they get and refuse a mismatch.
+- Manifests are created with `If-None-Match: *`; environment pointers are
+  replaced with `If-Match: <etag>`: a lost race is a ConflictError, not a
+  silent overwrite.
+- Throttling and 5xx are retried with exponential backoff (botocore's standard
+  retry mode).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+from pipeline.errors import ConflictError, StoreError
+from pipeline.store import blob_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3.client import S3Client
+
+MULTIPART_THRESHOLD = 64 * 2**20
+PART_SIZE = 16 * 2**20
+RETRIES = 8
+CHUNK = 1 << 20
+
+
+def _is_missing(error: ClientError) -> bool:
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    return code in ("404", "NoSuchKey", "NotFound")
+
+
+def _is_precondition(error: ClientError) -> bool:
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in ("PreconditionFailed", "412", "ConditionalRequestConflict") or \
+        status in (409, 412)
+
+
+class S3Store:
+    def __init__(self, url: str, endpoint_url: str | None = None,
+                 client: S3Client | None = None) -> None:
+        self.url = url
+        bucket_and_prefix = url.removeprefix("s3://")
+        self.bucket, _, prefix = bucket_and_prefix.partition("/")
+        if not self.bucket:
+            raise StoreError(f"store {url}: no bucket name")
+        self.prefix = prefix.strip("/")
+        config = Config(retries={"mode": "standard", "max_attempts": RETRIES},
+                        connect_timeout=10, read_timeout=60, max_pool_connections=32,
+                        request_checksum_calculation="when_supported")
+        self.client: S3Client = client or boto3.client("s3", endpoint_url=endpoint_url,
+                                                       config=config)
+        self.transfer = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD,
+                                       multipart_chunksize=PART_SIZE, max_concurrency=8,
+                                       use_threads=True)
+
+    def _key(self, key: str) -> str:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StoreError(f"invalid store key {key!r}")
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _fail(self, action: str, error: Exception) -> StoreError:
+        if isinstance(error, NoCredentialsError):
+            return StoreError(f"store {self.url}: no AWS credentials found (set "
+                              "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, or a role)")
+        if isinstance(error, ClientError):
+            detail = error.response.get("Error", {})
+            code = detail.get("Code", "?")
+            message = detail.get("Message", "")
+            return StoreError(f"store {self.url}: cannot {action}: {code} {message}".rstrip())
+        return StoreError(f"store {self.url}: cannot {action}: {error}")
+
+    # ------------------------------------------------------------------ blobs
+
+    def has_blob(self, digest: str) -> bool:
+        return self._exists(blob_key(digest))
+
+    def _exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as error:
+            if _is_missing(error):
+                return False
+            raise self._fail(f"check {key}", error) from None
+        except BotoCoreError as error:
+            raise self._fail(f"check {key}", error) from None
+        return True
+
+    def put_blob(self, path: Path, digest: str) -> bool:
+        key = blob_key(digest)
+        if self._exists(key):
+            return False
+        extra: dict[str, Any] = {"Metadata": {"sha256": digest}, "ChecksumAlgorithm": "SHA256"}
+        try:
+            if path.stat().st_size < MULTIPART_THRESHOLD:
+                data = path.read_bytes()
+                if hashlib.sha256(data).hexdigest() != digest:
+                    raise StoreError(f"{path} changed while it was published")
+                self.client.put_object(
+                    Bucket=self.bucket, Key=self._key(key), Body=data,
+                    ChecksumSHA256=base64.b64encode(bytes.fromhex(digest)).decode(),
+                    Metadata={"sha256": digest})
+            else:
+                self.client.upload_file(str(path), self.bucket, self._key(key),
+                                        ExtraArgs=extra, Config=self.transfer)
+        except (ClientError, BotoCoreError) as error:
+            raise self._fail(f"upload blob {digest[:12]}", error) from None
+        return True
+
+    def put_blob_bytes(self, data: bytes) -> tuple[str, bool]:
+        digest = hashlib.sha256(data).hexdigest()
+        key = blob_key(digest)
+        if self._exists(key):
+            return digest, False
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data,
+                ChecksumSHA256=base64.b64encode(bytes.fromhex(digest)).decode(),
+                Metadata={"sha256": digest})
+        except (ClientError, BotoCoreError) as error:
+            raise self._fail(f"upload blob {digest[:12]}", error) from None
+        return digest, True
+
+    def read_blob(self, digest: str) -> bytes:
+        data = self.read(blob_key(digest))
+        if data is None:
+            raise StoreError(f"store {self.url}: blob {digest[:12]} is missing")
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
+        return data
+
+    def verify_blob(self, digest: str) -> str | None:
+        """Stream the blob and hash it; None when intact."""
+        hasher = hashlib.sha256()
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=self._key(blob_key(digest)))
+            for chunk in body["Body"].iter_chunks(CHUNK):
+                hasher.update(chunk)
+        except ClientError as error:
+            if _is_missing(error):
+                return f"blob {digest[:12]} is missing"
+            return str(self._fail(f"read blob {digest[:12]}", error))
+        except BotoCoreError as error:
+            return str(self._fail(f"read blob {digest[:12]}", error))
+        if hasher.hexdigest() != digest:
+            return f"blob {digest[:12]} is corrupt (sha256 {hasher.hexdigest()[:12]})"
+        return None
+
+    # ------------------------------------------------------------------ keys
+
+    def create(self, key: str, data: bytes) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                   IfNoneMatch="*")
+        except ClientError as error:
+            if _is_precondition(error):
+                raise ConflictError(f"store {self.url}: {key} already exists") from None
+            raise self._fail(f"create {key}", error) from None
+        except BotoCoreError as error:
+            raise self._fail(f"create {key}", error) from None
+
+    def read(self, key: str) -> bytes | None:
+        found = self.read_versioned(key)
+        return None if found is None else found[0]
+
+    def read_versioned(self, key: str) -> tuple[bytes, str] | None:
+        try:
+            reply = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            data = reply["Body"].read()
+        except ClientError as error:
+            if _is_missing(error):
+                return None
+            raise self._fail(f"read {key}", error) from None
+        except BotoCoreError as error:
+            raise self._fail(f"read {key}", error) from None
+        length = reply.get("ContentLength")
+        if length is not None and length != len(data):
+            raise StoreError(f"store {self.url}: {key} arrived cut ({len(data)} of {length} "
+                             "bytes)")
+        return data, str(reply["ETag"])
+
+    def write_if(self, key: str, data: bytes, expected_etag: str | None) -> None:
+        condition = {"IfNoneMatch": "*"} if expected_etag is None else {"IfMatch": expected_etag}
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                   **condition)  # type: ignore[arg-type]
+        except ClientError as error:
+            if _is_precondition(error) or _is_missing(error):
+                raise ConflictError(
+                    f"store {self.url}: {key} changed since it was read (another promotion "
+                    "or rollback won the race); nothing was changed") from None
+            raise self._fail(f"update {key}", error) from None
+        except BotoCoreError as error:
+            raise self._fail(f"update {key}", error) from None
+
+    def list(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        full = self._key(prefix)
+        strip = f"{self.prefix}/" if self.prefix else ""
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                    Bucket=self.bucket, Prefix=full):
+                keys += [item["Key"].removeprefix(strip) for item in page.get("Contents", [])]
+        except (ClientError, BotoCoreError) as error:
+            raise self._fail(f"list {prefix}", error) from None
+        return sorted(keys)

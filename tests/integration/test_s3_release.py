@@ -1,0 +1,57 @@
+"""Promote, approve, promote to production and roll back with the store on the S3 API."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import S3Server, cli
+
+pytestmark = pytest.mark.integration
+
+
+def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> None:
+    bucket = s3_server.new_bucket()
+    spec = fast_project / "serve.yaml"
+    spec.write_text(spec.read_text().replace("store: file://.serve-pipeline/store",
+                                             f"store: s3://{bucket}/ml/fraud"))
+    env = s3_server.env
+
+    first = cli(["promote", "staging"], fast_project, env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    release = re.findall(r"^release (\S+)$", first.stdout, re.M)[-1]
+    keys = {o["Key"] for o in s3_server.client().list_objects_v2(Bucket=bucket)["Contents"]}
+    assert f"ml/fraud/releases/fraud-mlp/{release}.json" in keys
+    assert "ml/fraud/environments/fraud-mlp/staging.json" in keys
+    assert sum(1 for k in keys if k.startswith("ml/fraud/blobs/sha256/")) == 5
+
+    refused = cli(["promote", "production"], fast_project, env=env)
+    assert refused.returncode == 5 and "needs an approval" in refused.stderr
+    history = json.loads(cli(["history", "production", "--format", "json"], fast_project,
+                             env=env).stdout)
+    assert history["current"] is None and history["events"] == []
+
+    approved = cli(["approve", release, "--env", "production", "--by", "rita", "--yes"],
+                   fast_project, env=env)
+    assert approved.returncode == 0, approved.stderr
+    moved = cli(["promote", "production"], fast_project, env=env)
+    assert moved.returncode == 0, moved.stderr
+    history = json.loads(cli(["history", "production", "--format", "json"], fast_project,
+                             env=env).stdout)
+    assert history["current"] == release
+    assert history["events"][0]["approved_by"] == ["rita"]
+
+    second = cli(["promote", "staging"], fast_project, env=env)
+    assert second.returncode == 0, second.stderr
+    back = cli(["rollback", "staging"], fast_project, env=env)
+    assert back.returncode == 0, back.stderr
+    staging = json.loads(cli(["history", "staging", "--format", "json"], fast_project,
+                             env=env).stdout)
+    assert staging["current"] == release
+    assert [e["action"] for e in staging["events"]] == ["promote", "promote", "rollback"]
+    audit = [o["Key"] for o in s3_server.client().list_objects_v2(
+        Bucket=bucket, Prefix="ml/fraud/audit/")["Contents"]]
+    assert len(audit) == 5   # promote, approve, promote (production), promote, rollback
