@@ -19,10 +19,11 @@ from rich.text import Text
 from pipeline.config import LoadedSpec, json_schema, load_spec
 from pipeline.context import RunContext
 from pipeline.errors import Interrupted, PipelineError, PipelineFailed, PolicyError, UsageError
+from pipeline.fsck import verify_store
 from pipeline.live import LiveView
 from pipeline.promotion import approve, promote_existing
 from pipeline.record import load_run_record, runs_dir
-from pipeline.release import read_manifest, read_pointer, rollback
+from pipeline.release import list_releases, read_manifest, read_pointer, rollback
 from pipeline.report import render_terminal
 from pipeline.runner import STAGES, new_run_id, run_pipeline
 from pipeline.store import store_for
@@ -207,6 +208,69 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
         sys.stdout.write(json.dumps(record, indent=2) + "\n")
     else:
         out.print(render_terminal(record))
+
+
+store_app = typer.Typer(help="Inspect the release store.", no_args_is_help=True)
+app.add_typer(store_app, name="store")
+
+
+@store_app.command(name="verify")
+def store_verify(file: SpecFile = DEFAULT_SPEC,
+                 env: Annotated[str | None, typer.Option("--env")] = None,
+                 output: Annotated[Literal["table", "json"], typer.Option("--format")] = "table",
+                 ) -> None:
+    """Check every manifest's blobs (digests) and every pointer; read-only."""
+    loaded = _load(file, env)
+    store = store_for(loaded)
+    check = verify_store(store)
+    if output == "json":
+        sys.stdout.write(json.dumps(check.to_json(), indent=2) + "\n")
+    else:
+        for problem in check.problems:
+            out.print(Text.assemble(("✗ ", "red"), problem))
+        out.print(f"{store.url}: {check.manifests} manifests, {check.blobs} blobs, "
+                  f"{check.pointers} pointers checked; {len(check.problems)} problems")
+    if check.problems:
+        raise typer.Exit(1)
+
+
+@app.command(name="releases")
+def releases_command(file: SpecFile = DEFAULT_SPEC,
+                     output: Annotated[Literal["table", "json"], typer.Option("--format")] =
+                     "table") -> None:
+    """The spec's releases in the store, oldest first, with where each is current."""
+    loaded = _load(file, None)
+    store = store_for(loaded)
+    name = loaded.spec.name
+    current: dict[str, list[str]] = {}
+    for key in store.list(f"environments/{name}/"):
+        environment = key.rsplit("/", 1)[-1].removesuffix(".json")
+        pointer, _ = read_pointer(store, name, environment)
+        if pointer.current:
+            current.setdefault(pointer.current, []).append(environment)
+    rows = []
+    for release_id in list_releases(store, name):
+        manifest = read_manifest(store, name, release_id)
+        gates = manifest.get("gates", [])
+        rows.append({"release_id": release_id, "created_at": manifest.get("created_at"),
+                     "created_by": manifest.get("created_by"),
+                     "verified_in": manifest.get("verified_in"),
+                     "model_sha256": manifest.get("model", {}).get("sha256"),
+                     "gates_passed": sum(1 for g in gates if g.get("passed")),
+                     "gates": len(gates), "current_in": sorted(current.get(release_id, []))})
+    if output == "json":
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{name} releases in {store.url}", title_justify="left")
+    for column in ("release", "created", "by", "verified in", "gates", "current in"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["release_id"], str(row["created_at"]), str(row["created_by"]),
+                      str(row["verified_in"] or "-"), f"{row['gates_passed']}/{row['gates']}",
+                      ", ".join(row["current_in"]) or "-")
+    out.print(table)
 
 
 def _find_record(loaded: LoadedSpec, identifier: str) -> dict[str, Any]:

@@ -55,3 +55,8 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     audit = [o["Key"] for o in s3_server.client().list_objects_v2(
         Bucket=bucket, Prefix="ml/fraud/audit/")["Contents"]]
     assert len(audit) == 5   # promote, approve, promote (production), promote, rollback
+    checked = cli(["store", "verify", "--format", "json"], fast_project, env=env)
+    assert checked.returncode == 0, checked.stdout
+    assert json.loads(checked.stdout)["manifests"] == 2
+    listed = json.loads(cli(["releases", "--format", "json"], fast_project, env=env).stdout)
+    assert [r["current_in"] for r in listed] == [["production", "staging"], []]

@@ -118,3 +118,18 @@ def test_deterministic_tar(tmp_path: Path) -> None:
     second = deterministic_tar(tree, tmp_path / "b.tar")
     assert first == second
     assert (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
+
+
+def test_store_verify_finds_corrupt_blobs_and_dangling_pointers(store: LocalStore) -> None:
+    from pipeline.fsck import verify_store
+
+    first = release(store, b"model-1")
+    move_pointer(store, "demo", "staging", first, "promote", "a")
+    clean = verify_store(store)
+    assert clean.problems == [] and clean.manifests == 1 and clean.pointers == 1
+    (store.root / "blobs" / "sha256" / sha256_bytes(b"model-1")).write_bytes(b"bad")
+    store.write_if("environments/demo/prod.json",
+                   b'{"current": "nope", "events": [{"release_id": "nope"}]}', None)
+    problems = verify_store(store).problems
+    assert any("corrupt" in p for p in problems)
+    assert any("prod: current release nope has no manifest" in p for p in problems)
