@@ -475,6 +475,10 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -
         source = workspace / spec.model.source.path
         if not source.is_file():
             add(("model", "source"), f"model file not found: {source}")
+    dvc = spec.model.source.dvc
+    if dvc is not None and "://" not in dvc.repo and not dvc.repo.startswith("git@") \
+            and not (workspace / dvc.repo).is_dir():
+        add(("model", "source", "dvc", "repo"), f"repository not found: {workspace / dvc.repo}")
     if spec.model.entrypoint is not None:
         file_part = spec.model.entrypoint.partition(":")[0]
         if ":" not in spec.model.entrypoint or not file_part.endswith(".py"):

@@ -12,6 +12,7 @@ from typing import Protocol
 from pipeline.config import LoadedSpec
 from pipeline.errors import ServerError
 from pipeline.model_runtime import LoadedModel
+from pipeline.model_source import ResolvedSource
 from pipeline.reference import load_reference
 from pipeline.results import StageResult
 from pipeline.servers.base import BuiltArtifact, ModelServer
@@ -41,17 +42,19 @@ class RunContext:
     cold_start_s: float | None = None
     results: list[StageResult] = field(default_factory=list)
     release_id: str | None = None
+    model_source: ResolvedSource | None = None
     _reference: Future[LoadedModel] | None = None
 
-    def preload_reference(self) -> None:
+    def preload_reference(self, model_file: Path) -> None:
         """Load the reference model (and torch) in the background while the server starts."""
         if self._reference is None:
             executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reference")
-            self._reference = executor.submit(load_reference, self.loaded)
+            self._reference = executor.submit(load_reference, self.loaded, model_file)
             executor.shutdown(wait=False)
 
     def reference_model(self) -> LoadedModel:
-        self.preload_reference()
+        if self._reference is None:
+            self.preload_reference(self.require_build().model_file)
         assert self._reference is not None
         return self._reference.result()
 

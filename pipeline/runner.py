@@ -90,7 +90,6 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
     interrupted = False
     early_teardown: threading.Thread | None = None
     last_server_stage = max(i for i, s in enumerate(STAGES) if getattr(s, "USES_SERVER", False))
-    ctx.preload_reference()
     try:
         for index, stage in enumerate(STAGES):
             if failure is not None:

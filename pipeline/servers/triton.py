@@ -377,11 +377,8 @@ class TritonKind:
     name = "triton"
     port_names: tuple[str, ...] = ("http", "grpc", "metrics")
 
-    def build(self, loaded: LoadedSpec, destination: Path) -> BuiltArtifact:
+    def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:
         spec = loaded.spec
-        if spec.model.source.path is None:
-            raise PipelineError("model.source: DVC sources are not supported by this version")
-        model_file = loaded.resolve(spec.model.source.path)
         entrypoint = None
         if spec.model.entrypoint is not None:
             entrypoint = loaded.resolve(spec.model.entrypoint.rpartition(":")[0])
