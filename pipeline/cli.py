@@ -21,7 +21,7 @@ from pipeline.context import RunContext
 from pipeline.errors import Interrupted, PipelineError, PipelineFailed, PolicyError, UsageError
 from pipeline.fsck import verify_store
 from pipeline.live import LiveView
-from pipeline.promotion import approve, promote_existing
+from pipeline.promotion import CheckedPromotion, approve, check_promotion, promote_existing
 from pipeline.record import load_run_record, runs_dir
 from pipeline.release import list_releases, read_manifest, read_pointer, rollback
 from pipeline.report import render_terminal
@@ -69,7 +69,8 @@ def schema() -> None:
 
 
 def _execute(file: Path, environment: str | None, promote_to: str | None, by: str | None,
-             command: str, approved_by: str | None = None) -> None:
+             command: str, approved_by: str | None = None,
+             promotion: CheckedPromotion | None = None) -> None:
     loaded = _load(file, environment)
     run_id = new_run_id()
     run_dir = runs_dir(loaded.workspace) / run_id
@@ -79,7 +80,7 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
     with ExitStack() as resources, LiveView(out, [s.NAME for s in STAGES], title) as view:
         ctx = RunContext(loaded=loaded, run_id=run_id, run_dir=run_dir, env=dict(os.environ),
                          resources=resources, progress=view, promote_to=promote_to,
-                         actor=_actor(by), approved_by=approved_by)
+                         actor=_actor(by), approved_by=approved_by, promotion=promotion)
         try:
             record = run_pipeline(ctx, view, command=command)
         except KeyboardInterrupt:
@@ -112,6 +113,11 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
     --release), never a rebuild, after checking its blobs and its approval.
     """
     loaded = _load(file, environment)
+    if loaded.policy.reverify and (release is not None or loaded.policy.requires):
+        checked = check_promotion(store_for(loaded), loaded, environment, release, approved_by,
+                                  note)
+        _execute(file, environment, environment, by, "promote", promotion=checked)
+        return
     if release is not None or loaded.policy.requires:
         store = store_for(loaded)
         event = promote_existing(store, loaded, environment, release, _actor(by),

@@ -311,6 +311,9 @@ class EnvironmentPolicy(StrictModel):
     requires: list[str] = Field(default_factory=list, description=(
         "Environments a release must have passed before it may come here."))
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    reverify: bool = Field(default=False, description=(
+        "Promotion here re-runs start..saturation on the release's own artifact under this "
+        "environment's gates before the pointer moves (never a rebuild)."))
 
 
 ENVIRONMENT_ONLY_KEYS = tuple(EnvironmentPolicy.model_fields)

@@ -13,6 +13,7 @@ from pipeline.config import LoadedSpec
 from pipeline.errors import ServerError
 from pipeline.model_runtime import LoadedModel
 from pipeline.model_source import ResolvedSource
+from pipeline.promotion import CheckedPromotion
 from pipeline.reference import load_reference
 from pipeline.results import StageResult
 from pipeline.servers.base import BuiltArtifact, ModelServer
@@ -43,6 +44,7 @@ class RunContext:
     results: list[StageResult] = field(default_factory=list)
     release_id: str | None = None
     model_source: ResolvedSource | None = None
+    promotion: CheckedPromotion | None = None   # re-verifying an existing release
     _reference: Future[LoadedModel] | None = None
 
     def preload_reference(self, model_file: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config import LoadedSpec
@@ -65,10 +66,17 @@ def candidate(store: Store, loaded: LoadedSpec, release_id: str | None) -> str:
     return pointer.current
 
 
-def promote_existing(store: Store, loaded: LoadedSpec, environment: str,
-                     release_id: str | None, by: str, approved_by: str | None = None,
-                     note: str = "") -> dict[str, Any]:
-    """Point `environment` at an existing release after the policy's checks."""
+@dataclass(frozen=True)
+class CheckedPromotion:
+    release_id: str
+    manifest: dict[str, Any]
+    approvers: list[str]
+
+
+def check_promotion(store: Store, loaded: LoadedSpec, environment: str,
+                    release_id: str | None, approved_by: str | None = None,
+                    note: str = "") -> CheckedPromotion:
+    """Every check a promotion of an existing release must pass; raises when one fails."""
     name = loaded.spec.name
     target = candidate(store, loaded, release_id)
     manifest = read_manifest(store, name, target)
@@ -79,17 +87,31 @@ def promote_existing(store: Store, loaded: LoadedSpec, environment: str,
         if not passed_in(store, name, target, required):
             raise PolicyError(f"release {target} has not passed {required}; {environment} "
                               f"requires it (environments/{environment}.yaml: requires)")
+    pointer, _ = read_pointer(store, name, environment)
+    if pointer.current == target:
+        raise UsageError(f"{environment} already points at {target}")
     if approved_by:
         approve(store, name, target, environment, approved_by, note)
-    granted = approvals(store, name, target, environment)
+    granted = [a["by"] for a in approvals(store, name, target, environment)]
     if loaded.policy.approval.required and not granted:
         raise PolicyError(
             f"release {target} needs an approval for {environment}: run `serve-pipeline "
             f"approve {target} --env {environment} --by NAME` or promote with --approved-by")
-    pointer, _ = read_pointer(store, name, environment)
-    if pointer.current == target:
-        raise UsageError(f"{environment} already points at {target}")
-    source = ", ".join(loaded.policy.requires) or manifest.get("verified_in") or "a run"
-    return move_pointer(store, name, environment, target, "promote", by,
-                        note=note or f"from {source}",
-                        approved_by=[a["by"] for a in granted] or None)
+    return CheckedPromotion(target, manifest, granted)
+
+
+def commit_promotion(store: Store, loaded: LoadedSpec, environment: str,
+                     checked: CheckedPromotion, by: str, note: str = "",
+                     run_id: str | None = None) -> dict[str, Any]:
+    source = ", ".join(loaded.policy.requires) or checked.manifest.get("verified_in") or "a run"
+    return move_pointer(store, loaded.spec.name, environment, checked.release_id, "promote", by,
+                        note=note or f"from {source}", run_id=run_id,
+                        approved_by=checked.approvers or None)
+
+
+def promote_existing(store: Store, loaded: LoadedSpec, environment: str,
+                     release_id: str | None, by: str, approved_by: str | None = None,
+                     note: str = "") -> dict[str, Any]:
+    """Point `environment` at an existing release after the policy's checks."""
+    checked = check_promotion(store, loaded, environment, release_id, approved_by, note)
+    return commit_promotion(store, loaded, environment, checked, by, note)

@@ -141,6 +141,27 @@ class S3Store:
             raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
         return data
 
+    def fetch_blob(self, digest: str, destination: Path) -> None:
+        """Download a blob (multipart-parallel when large), then check its digest."""
+        try:
+            self.client.download_file(self.bucket, self._key(blob_key(digest)),
+                                      str(destination), Config=self.transfer)
+        except ClientError as error:
+            destination.unlink(missing_ok=True)
+            if _is_missing(error):
+                raise StoreError(f"store {self.url}: blob {digest[:12]} is missing") from None
+            raise self._fail(f"download blob {digest[:12]}", error) from None
+        except BotoCoreError as error:
+            destination.unlink(missing_ok=True)
+            raise self._fail(f"download blob {digest[:12]}", error) from None
+        hasher = hashlib.sha256()
+        with destination.open("rb") as handle:
+            while chunk := handle.read(CHUNK):
+                hasher.update(chunk)
+        if hasher.hexdigest() != digest:
+            destination.unlink()
+            raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
+
     def verify_blob(self, digest: str) -> str | None:
         """Stream the blob and hash it; None when intact."""
         hasher = hashlib.sha256()

@@ -32,6 +32,7 @@ class Store(Protocol):
     def put_blob(self, path: Path, digest: str) -> bool: ...
     def put_blob_bytes(self, data: bytes) -> tuple[str, bool]: ...
     def read_blob(self, digest: str) -> bytes: ...
+    def fetch_blob(self, digest: str, destination: Path) -> None: ...
     def verify_blob(self, digest: str) -> str | None: ...
     def create(self, key: str, data: bytes) -> None: ...
     def read(self, key: str) -> bytes | None: ...
@@ -137,6 +138,22 @@ class LocalStore:
         if hashlib.sha256(data).hexdigest() != digest:
             raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
         return data
+
+    def fetch_blob(self, digest: str, destination: Path) -> None:
+        """Copy a blob out, checking its digest on the way; nothing is left on a mismatch."""
+        source = self._path(blob_key(digest))
+        hasher = hashlib.sha256()
+        try:
+            with source.open("rb") as reader, destination.open("wb") as writer:
+                while chunk := reader.read(CHUNK):
+                    hasher.update(chunk)
+                    writer.write(chunk)
+        except FileNotFoundError:
+            destination.unlink(missing_ok=True)
+            raise StoreError(f"store {self.url}: blob {digest[:12]} is missing") from None
+        if hasher.hexdigest() != digest:
+            destination.unlink(missing_ok=True)
+            raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
 
     def verify_blob(self, digest: str) -> str | None:
         """None if the blob is there and intact, else what is wrong."""

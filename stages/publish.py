@@ -6,7 +6,7 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
-from pipeline.promotion import approve
+from pipeline.promotion import approve, commit_promotion
 from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
 from pipeline.results import StageResult, Status
 from pipeline.store import store_for
@@ -36,7 +36,23 @@ def manifest_body(ctx: RunContext) -> dict[str, Any]:
     }
 
 
+def _promote_verified(ctx: RunContext) -> StageResult:
+    """Re-verification of an existing release passed: move the pointer, publish nothing."""
+    assert ctx.promotion is not None and ctx.promote_to is not None
+    store = store_for(ctx.loaded)
+    event = commit_promotion(store, ctx.loaded, ctx.promote_to, ctx.promotion, ctx.actor,
+                             run_id=ctx.run_id)
+    ctx.release_id = ctx.promotion.release_id
+    previous = event["previous_release_id"] or "nothing"
+    return StageResult(NAME, Status.PASSED,
+                       f"re-verified release {ctx.release_id}; {ctx.promote_to} now points at "
+                       f"it (was {previous})", details={"store": store.url, "event": event,
+                                                       "release_id": ctx.release_id})
+
+
 def run(ctx: RunContext) -> StageResult:
+    if ctx.promotion is not None:
+        return _promote_verified(ctx)
     spec = ctx.loaded.spec
     build = ctx.require_build()
     store = store_for(ctx.loaded)

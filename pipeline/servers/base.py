@@ -89,6 +89,9 @@ class ServerKind(Protocol):
     def build(self, loaded: LoadedSpec, model_file: Path,
               destination: Path) -> BuiltArtifact: ...
 
+    def restore(self, loaded: LoadedSpec, archive: Path, digest: str, model_file: Path,
+                destination: Path) -> BuiltArtifact: ...
+
     def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
                run_dir: Path, env: Mapping[str, str]) -> ModelServer: ...
 

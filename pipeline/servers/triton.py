@@ -9,6 +9,7 @@ import re
 import shutil
 import sys
 import sysconfig
+import tarfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -393,6 +394,28 @@ class TritonKind:
         return BuiltArtifact("triton-model-repository", repository.root, archive, digest,
                              "config.pbtxt", config, sha256_bytes(config.encode()),
                              model_file, sha256_file(model_file))
+
+    def restore(self, loaded: LoadedSpec, archive: Path, digest: str, model_file: Path,
+                destination: Path) -> BuiltArtifact:
+        """A published model repository, unpacked as it was built (never re-rendered)."""
+        root = destination / "model-repository"
+        root.mkdir(parents=True)
+        with tarfile.open(archive) as bundle:
+            bundle.extractall(root, filter="data")
+        config_path = root / loaded.spec.name / "config.pbtxt"
+        if not config_path.is_file():
+            raise PipelineError(f"the release's model repository has no "
+                                f"{loaded.spec.name}/config.pbtxt")
+        config = config_path.read_text()
+        problems = check_model_config(config, loaded.spec)
+        if problems:
+            raise PipelineError(
+                "the release's config.pbtxt does not match this environment's spec ("
+                + "; ".join(problems) + "): a promotion never rebuilds; change serve.yaml "
+                "and promote through the required environments")
+        return BuiltArtifact("triton-model-repository", root, archive, digest, "config.pbtxt",
+                             config, sha256_bytes(config.encode()), model_file,
+                             sha256_file(model_file))
 
     def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
                run_dir: Path, env: Mapping[str, str]) -> TritonServer:

@@ -180,3 +180,33 @@ def test_other_model_formats_serve_with_parity(fast_project: Path, variant: str,
     assert parity["metrics"]["parity_elements"] > 100
     assert record["promoted_to"] is None
     no_leftovers()
+
+
+def test_production_reverifies_the_staging_artifact_under_its_own_gates(
+        fast_project: Path, no_leftovers: Callable[[], None]) -> None:
+    staged = cli(["promote", "staging"], fast_project)
+    assert staged.returncode == 0, staged.stdout + staged.stderr
+    release = RELEASE.findall(staged.stdout)[-1]
+    overlay = fast_project / "environments" / "production.yaml"
+    overlay.write_text("requires: [staging]\napproval: {required: true}\nreverify: true\n"
+                       "slo: {p99: 45ms}\nserver: {instances: 2}\n")
+    changed = cli(["promote", "production", "--approved-by", "rita"], fast_project)
+    assert changed.returncode == 1
+    assert "does not match this environment's spec" in changed.stderr
+    assert "never rebuilds" in changed.stderr
+
+    overlay.write_text("requires: [staging]\napproval: {required: true}\nreverify: true\n"
+                       "slo: {p99: 45ms}\n")
+    promoted = cli(["promote", "production"], fast_project)
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    record = latest_record(fast_project)
+    assert record["release_id"] == release and record["promoted_to"] == "production"
+    assert [s["status"] for s in record["stages"]] == ["passed"] * 7
+    gates = {g["name"]: g for s in record["stages"] for g in s["gates"]}
+    assert gates["latency.p99"]["threshold"] == 45.0
+    history = json.loads(cli(["history", "production", "--format", "json"],
+                             fast_project).stdout)
+    assert history["current"] == release and history["events"][0]["approved_by"] == ["rita"]
+    releases = list((fast_project / ".serve-pipeline" / "store" / "releases").rglob("*.json"))
+    assert len(releases) == 1
+    no_leftovers()
