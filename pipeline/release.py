@@ -115,10 +115,13 @@ def list_releases(store: Store, name: str) -> list[str]:
 
 
 def verify_release(store: Store, manifest: dict[str, Any]) -> list[str]:
-    """Problems with a release's blobs (missing, corrupt); empty when all are intact."""
+    """Problems with a release's blobs (missing, corrupt); empty when all are intact.
+
+    This is the check before a pointer moves; `store verify` re-hashes everything.
+    """
     problems = []
     for blob in manifest.get("blobs", []):
-        problem = store.verify_blob(blob["digest"])
+        problem = store.check_blob(blob["digest"], int(blob["size"]))
         if problem:
             problems.append(f"{blob['role']}: {problem}")
     return problems

@@ -128,8 +128,10 @@ def test_publish_rollback_and_tamper_detection(store: S3Store) -> None:
     move_pointer(store, "demo", "staging", ids[0], "promote", "a")
     move_pointer(store, "demo", "staging", ids[1], "promote", "a")
     assert verify_release(store, read_manifest(store, "demo", ids[0])) == []
-    store.client.put_object(Bucket=store.bucket,
-                            Key=store._key(f"blobs/sha256/{sha256_bytes(b'one')}"), Body=b"evil")
+    # Same size and a forged digest in the metadata: S3's own checksum still tells.
+    digest = sha256_bytes(b"one")
+    store.client.put_object(Bucket=store.bucket, Key=store._key(f"blobs/sha256/{digest}"),
+                            Body=b"eve", Metadata={"sha256": digest}, ChecksumAlgorithm="SHA256")
     with pytest.raises(StoreError, match="corrupt"):
         rollback(store, "demo", "staging", None, "a")
     assert read_pointer(store, "demo", "staging")[0].current == ids[1]
@@ -139,7 +141,6 @@ def test_unreachable_endpoint_and_missing_bucket_are_one_line_errors(s3_env: S3S
     store = S3Store("s3://no-such-bucket-here/x")
     with pytest.raises(StoreError, match="NoSuchBucket"):
         store.put_blob_bytes(b"x")
-    dead = S3Store("s3://bucket/x", endpoint_url="http://127.0.0.1:9")
-    dead.client.meta.config.retries["max_attempts"] = 1  # type: ignore[attr-defined]
+    dead = S3Store("s3://bucket/x", endpoint_url="http://127.0.0.1:9", attempts=1)
     with pytest.raises(StoreError, match="cannot"):
         dead.read("environments/x/staging.json")
