@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from hdrh.histogram import HdrHistogram
 
 from pipeline.servers.base import HttpRequest
+from pipeline.wire import WireError, WirePool
 
 MAX_LATENCY_US = 3_600_000_000
 MIN_SAMPLES_FOR = {"p50": 2, "p90": 10, "p95": 20, "p99": 100, "p999": 1000}
@@ -93,32 +93,20 @@ class LoadResult:
         }
 
 
-def _error_kind(exc: BaseException) -> str:
-    if isinstance(exc, asyncio.TimeoutError):
-        return "timeout"
-    if isinstance(exc, aiohttp.ClientConnectionError):
-        return "connection"
-    return type(exc).__name__
-
-
 class _Sender:
-    def __init__(self, session: aiohttp.ClientSession, target: HttpRequest,
-                 timeout_s: float) -> None:
-        self.session = session
-        self.target = target
-        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+    def __init__(self, pool: WirePool, timeout_s: float) -> None:
+        self.pool = pool
+        self.timeout_s = timeout_s
 
     async def send(self) -> str | None:
         """None on success, else the kind of error."""
-        request = self.target
         try:
-            async with self.session.request(request.method, request.url, data=request.body,
-                                         headers=request.headers,
-                                         timeout=self.timeout) as response:
-                await response.read()
-                return None if response.status == 200 else f"http_{response.status}"
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            return _error_kind(exc)
+            status = await self.pool.send(self.timeout_s)
+        except TimeoutError:
+            return "timeout"
+        except WireError:
+            return "connection"
+        return None if status == 200 else f"http_{status}"
 
 
 Tick = Callable[[float], None]
@@ -140,19 +128,14 @@ async def _watch(should_stop: Callable[[], bool], tasks: Sequence[asyncio.Task[A
             return
 
 
-def _session(connections: int) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(limit=connections, limit_per_host=connections,
-                                     ttl_dns_cache=None, use_dns_cache=False)
-    return aiohttp.ClientSession(connector=connector, skip_auto_headers=["User-Agent"])
-
-
 async def closed_loop(target: HttpRequest, concurrency: int, duration_s: float, timeout_s: float,
                       should_stop: Callable[[], bool] = lambda: False,
                       tick: Tick = _no_tick) -> LoadResult:
     """`concurrency` workers, each sending its next request when the last one returns."""
     result = LoadResult(duration_s)
-    async with _session(concurrency) as session:
-        sender = _Sender(session, target, timeout_s)
+    pool = WirePool(target)
+    try:
+        sender = _Sender(pool, timeout_s)
         cpu_start = time.process_time()
         start = time.perf_counter()
         end = start + duration_s
@@ -182,6 +165,8 @@ async def closed_loop(target: HttpRequest, concurrency: int, duration_s: float, 
         finally:
             watchdog.cancel()
         result.client_cpu_s = time.process_time() - cpu_start
+    finally:
+        pool.close()
     return result
 
 
@@ -211,8 +196,9 @@ async def open_loop(target: HttpRequest, phases: Sequence[Phase], timeout_s: flo
     last_burst_done = 0.0
     burst_end = 0.0
     in_flight: set[asyncio.Task[None]] = set()
-    async with _session(max_in_flight) as session:
-        sender = _Sender(session, target, timeout_s)
+    pool = WirePool(target)
+    try:
+        sender = _Sender(pool, timeout_s)
         start = time.perf_counter()
 
         async def one(intended: float, bucket: LoadResult, is_burst: bool) -> None:
@@ -264,6 +250,8 @@ async def open_loop(target: HttpRequest, phases: Sequence[Phase], timeout_s: flo
             raise
         finally:
             watchdog.cancel()
+    finally:
+        pool.close()
     lag_p99 = float(lag.get_value_at_percentile(99)) if lag.get_total_count() else 0.0
     shortest_interval_us = min(1e6 / phase.rate for phase in phases)
     return OpenLoopResult(

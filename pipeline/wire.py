@@ -1,0 +1,151 @@
+"""A lean HTTP/1.1 keep-alive client for load generation.
+
+The load generator must not be the bottleneck: the request bytes are built once,
+each connection is a bare asyncio protocol, and a response is parsed only as far
+as its status and length. It speaks exactly what Triton's and TorchServe's HTTP
+front ends answer: Content-Length bodies, or chunked ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlsplit
+
+from pipeline.servers.base import HttpRequest
+
+MAX_HEADER = 64 * 1024
+
+
+class WireError(Exception):
+    """The connection failed or the answer was not HTTP."""
+
+
+def encode_request(request: HttpRequest) -> tuple[str, int, bytes]:
+    """(host, port, the bytes of a complete keep-alive request)."""
+    parts = urlsplit(request.url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or 80
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    lines = [f"{request.method} {path or '/'} HTTP/1.1", f"Host: {host}:{port}",
+             f"Content-Length: {len(request.body)}"]
+    lines += [f"{name}: {value}" for name, value in request.headers.items()
+              if name.lower() not in ("host", "content-length", "connection")]
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return host, port, head + request.body
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.waiter: asyncio.Future[int] | None = None
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(WireError("connection closed by the server"))
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if self.waiter is None or self.waiter.done():
+            return
+        try:
+            status = self._complete_response()
+        except WireError as error:
+            self.waiter.set_exception(error)
+            return
+        if status is not None:
+            self.waiter.set_result(status)
+
+    def _complete_response(self) -> int | None:
+        """The status once a whole response is buffered (and consumed), else None."""
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self.buffer) > MAX_HEADER:
+                raise WireError("response header too large")
+            return None
+        head = bytes(self.buffer[:end]).lower()
+        if not head.startswith(b"http/1."):
+            raise WireError("not an HTTP/1.x response")
+        status = int(head[9:12])
+        body_start = end + 4
+        marker = head.find(b"\r\ncontent-length:")
+        if marker >= 0:
+            value_end = head.find(b"\r\n", marker + 2)
+            length = int(head[marker + 17: value_end if value_end >= 0 else len(head)])
+            if len(self.buffer) < body_start + length:
+                return None
+            del self.buffer[: body_start + length]
+            return status
+        if b"\r\ntransfer-encoding: chunked" in head:
+            terminator = self.buffer.find(b"\r\n0\r\n\r\n", body_start - 2)
+            if terminator < 0:
+                return None
+            del self.buffer[: terminator + 7]
+            return status
+        # No length: the body runs to the end of the connection (never seen from our servers).
+        raise WireError("response without Content-Length or chunked encoding")
+
+    def send(self, payload: bytes) -> asyncio.Future[int]:
+        loop = asyncio.get_running_loop()
+        self.waiter = loop.create_future()
+        assert self.transport is not None
+        self.transport.write(payload)
+        return self.waiter
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _expire(waiter: asyncio.Future[int]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
+class WirePool:
+    """Idle keep-alive connections to one server, opened on demand."""
+
+    def __init__(self, request: HttpRequest) -> None:
+        self.host, self.port, self.payload = encode_request(request)
+        self.idle: list[_Connection] = []
+        self.all: list[_Connection] = []
+
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        try:
+            _, protocol = await loop.create_connection(_Connection, self.host, self.port)
+        except OSError as error:
+            raise WireError(f"cannot connect: {error.strerror or error}") from None
+        self.all.append(protocol)
+        return protocol
+
+    async def send(self, timeout_s: float) -> int:
+        """One request; the HTTP status. WireError if the connection fails, TimeoutError
+        after `timeout_s` (the connection is then dropped: its answer may still come)."""
+        connection = self.idle.pop() if self.idle else await self._connect()
+        waiter = connection.send(self.payload)
+        timer = asyncio.get_running_loop().call_later(timeout_s, _expire, waiter)
+        try:
+            status = await waiter
+        except BaseException:
+            connection.close()
+            raise
+        finally:
+            timer.cancel()
+        if connection.closed:
+            connection.close()
+        else:
+            self.idle.append(connection)
+        return status
+
+    def close(self) -> None:
+        for connection in self.all:
+            connection.close()
+        self.all.clear()
+        self.idle.clear()

@@ -1,0 +1,87 @@
+"""The lean HTTP client against a real (stdlib) HTTP server on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from pipeline.servers.base import HttpRequest
+from pipeline.wire import WireError, WirePool, encode_request
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/slow":
+            threading.Event().wait(1.0)
+        if self.path == "/chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in (b"hello", b" world"):
+                self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        status = 400 if body == b"bad" else 200
+        payload = b"x" * 70_000
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_encoding_keeps_the_body_and_headers() -> None:
+    host, port, payload = encode_request(
+        HttpRequest("POST", "http://127.0.0.1:8000/v2/models/m/infer", b"abc",
+                    {"Content-Type": "application/json", "Authorization": "Bearer k"}))
+    assert (host, port) == ("127.0.0.1", 8000)
+    assert payload.startswith(b"POST /v2/models/m/infer HTTP/1.1\r\n")
+    assert b"Content-Length: 3\r\n" in payload and b"Authorization: Bearer k" in payload
+    assert payload.endswith(b"\r\n\r\nabc")
+
+
+def test_statuses_keep_alive_chunked_and_timeouts(server: str) -> None:
+    async def scenario() -> None:
+        good = WirePool(HttpRequest("POST", server + "/ok", b"fine", {}))
+        assert [await good.send(5.0) for _ in range(5)] == [200] * 5
+        assert len(good.all) == 1                      # one connection, kept alive
+        bad = WirePool(HttpRequest("POST", server + "/ok", b"bad", {}))
+        assert await bad.send(5.0) == 400
+        chunked = WirePool(HttpRequest("POST", server + "/chunked", b"", {}))
+        assert await chunked.send(5.0) == 200 and await chunked.send(5.0) == 200
+        slow = WirePool(HttpRequest("POST", server + "/slow", b"", {}))
+        with pytest.raises(TimeoutError):
+            await slow.send(0.2)
+        for pool in (good, bad, chunked, slow):
+            pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_refused_connection_is_a_wire_error() -> None:
+    from pipeline.ports import free_ports
+
+    async def scenario() -> None:
+        pool = WirePool(HttpRequest("POST", f"http://127.0.0.1:{free_ports(1)[0]}/", b"", {}))
+        with pytest.raises(WireError):
+            await pool.send(1.0)
+
+    asyncio.run(scenario())
