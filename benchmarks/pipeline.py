@@ -42,7 +42,7 @@ from pipeline.config import load_spec  # noqa: E402
 def scratch_project(spec: Path) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="serve-pipeline-bench-"))
     shutil.copytree(REPO / "examples", folder / "examples",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+                    ignore=shutil.ignore_patterns("__pycache__", ".serve-pipeline"))
     shutil.copytree(REPO / "environments", folder / "environments")
     shutil.copyfile(spec, folder / "serve.yaml")
     return folder

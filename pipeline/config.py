@@ -29,6 +29,7 @@ Dtype = Literal["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "
                 "float64"]
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 TRITON_PORTS = ("http", "grpc", "metrics")
+TORCHSERVE_PORTS = ("inference", "management", "metrics", "grpc_inference", "grpc_management")
 
 
 class StrictModel(BaseModel):
@@ -158,8 +159,9 @@ class ServerSpec(StrictModel):
     batching: BatchingSpec = Field(default_factory=BatchingSpec, description=(
         "Dynamic batching, in units the tool converts for each server."))
     ports: dict[str, int] = Field(default_factory=dict, description=(
-        "Overrides of the named ports (triton: http, grpc, metrics). Unset ports are "
-        "chosen free on 127.0.0.1."))
+        "Production ports by name (triton: http, grpc, metrics; torchserve: inference, "
+        "management, metrics, grpc_inference, grpc_management). Pipeline runs pick free "
+        "ports on 127.0.0.1 for those not given."))
     image: ImageSpec | None = Field(default=None, description=(
         "The serving image (runtime docker, or an image published with the release)."))
 
@@ -493,20 +495,30 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -
             f"{workspace / spec.stages.parity.data}")
 
     server = spec.server
-    if server.kind != "triton":
-        add(("server", "kind"), f"'{server.kind}' is not supported by this version; "
-            "supported: triton")
+    known_ports = TRITON_PORTS if server.kind == "triton" else TORCHSERVE_PORTS
     if server.runtime != "process":
         add(("server", "runtime"), f"'{server.runtime}' is not supported by this version; "
-            "supported: process (a local tritonserver)")
-    elif server.backend != "python":
+            "supported: process (a local server process)")
+    elif server.kind == "triton" and server.backend != "python":
         add(("server", "backend"), f"'{server.backend}' exists only in NVIDIA's Triton "
             "images (runtime: docker); the local tritonserver has the python backend, "
             "which runs TorchScript, eager and ONNX models")
-    unknown_ports = sorted(set(server.ports) - set(TRITON_PORTS))
-    for name in unknown_ports:
-        add(("server", "ports", name), f"unknown port name; Triton's are "
-            f"{', '.join(TRITON_PORTS)}")
+    if server.kind == "torchserve":
+        if server.backend != "python":
+            add(("server", "backend"), "server.backend is Triton's; TorchServe runs the model "
+                "in its Python workers (leave it out)")
+        if server.batching.max_queue_delay.exact_in("ms") is None:
+            add(("server", "batching", "max_queue_delay"),
+                f"{server.batching.max_queue_delay} is not a whole number of milliseconds: "
+                "TorchServe's maxBatchDelay counts milliseconds, and rounding would change "
+                "the latency you measured")
+    elif server.batching.max_queue_delay.exact_in("us") is None:
+        add(("server", "batching", "max_queue_delay"),
+            f"{server.batching.max_queue_delay} is not a whole number of microseconds "
+            "(Triton's max_queue_delay_microseconds)")
+    for name in sorted(set(server.ports) - set(known_ports)):
+        add(("server", "ports", name), f"unknown port name; {server.kind}'s are "
+            f"{', '.join(known_ports)}")
     if spec.model.format == "onnx" and spec.model.source.path is not None \
             and not spec.model.source.path.endswith(".onnx"):
         add(("model", "source"), "format onnx expects a .onnx file")

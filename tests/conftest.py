@@ -16,7 +16,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The example model, its samples and the environments, copied to a fresh folder
     that is also the working directory (so messages show relative paths)."""
     shutil.copytree(REPO / "examples", tmp_path / "examples",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+                    ignore=shutil.ignore_patterns("__pycache__", ".serve-pipeline"))
     shutil.copytree(REPO / "environments", tmp_path / "environments")
     shutil.copyfile(REPO / "serve.yaml.example", tmp_path / "serve.yaml")
     monkeypatch.chdir(tmp_path)

@@ -10,4 +10,8 @@ def server_kind(name: str) -> ServerKind:
         from pipeline.servers.triton import TritonKind
 
         return TritonKind()
+    if name == "torchserve":
+        from pipeline.servers.torchserve import TorchServeKind
+
+        return TorchServeKind()
     raise ValueError(f"unknown server kind {name!r}")

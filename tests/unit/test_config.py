@@ -161,10 +161,22 @@ def test_eager_needs_an_entrypoint(project: Path) -> None:
     assert any("model.entrypoint" in i or "entrypoint" in i for i in issues)
 
 
-def test_whole_microsecond_delays_and_supported_servers(project: Path) -> None:
+def test_torchserve_needs_whole_milliseconds(project: Path) -> None:
     path = example_with(project, "kind: triton", "kind: torchserve")
+    path.write_text(path.read_text().replace("  backend: python", "")
+                    .replace("max_queue_delay: 2ms", "max_queue_delay: 1500us"))
     [issue] = issues_of(path)
-    assert "server.kind" in issue and "not supported" in issue
+    assert "server.batching.max_queue_delay" in issue and "whole number of milliseconds" in issue
+    path.write_text(path.read_text().replace("max_queue_delay: 1500us", "max_queue_delay: 2ms")
+                    .replace("ports: {}", "ports: {http: 8000}"))
+    [issue] = issues_of(path)
+    assert "server.ports.http" in issue and "inference, management" in issue
+
+
+def test_triton_needs_whole_microseconds(project: Path) -> None:
+    path = example_with(project, "max_queue_delay: 2ms", "max_queue_delay: 1500ns")
+    [issue] = issues_of(path)
+    assert "whole number of microseconds" in issue
 
 
 def test_schema_accepts_the_example_and_rejects_bare_numbers() -> None:

@@ -1,0 +1,437 @@
+"""TorchServe: a reproducible .mar, config.properties from the spec, an isolated local JVM.
+
+Isolation: each run gets its own working directory (key_file.json, logs),
+TMPDIR/TEMP (pid file, worker sockets, extracted models), ports on 127.0.0.1
+(gRPC too: TorchServe always opens it) and `--ncs`. Token authorization stays
+on; the keys are read from key_file.json, sent as Bearer tokens, never printed,
+and the key file is deleted at stop.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+from pipeline import http
+from pipeline.config import LoadedSpec, ProbeName, Spec
+from pipeline.digest import canonical_json, sha256_bytes, sha256_file
+from pipeline.errors import PipelineError, ServerError
+from pipeline.process import ManagedProcess
+from pipeline.servers.base import BuiltArtifact, HttpRequest, ServerStats
+from pipeline.servers.mar import build_mar, read_member
+from pipeline.tensors import NUMPY_DTYPES, Array, Batch
+
+ASSETS = Path(__file__).parent / "assets"
+RUNTIME_MODULE = Path(__file__).parent.parent / "model_runtime.py"
+MODEL_VERSION = "1.0"
+RESPONSE_TIMEOUT_S = 120
+PORT_NAMES: tuple[str, ...] = ("inference", "management", "metrics", "grpc_inference",
+                               "grpc_management")
+PRODUCTION_PORTS = {"inference": 8080, "management": 8081, "metrics": 8082,
+                    "grpc_inference": 7070, "grpc_management": 7071}
+BATCH_METRIC = "ServePipelineBatches"
+
+
+# ---------------------------------------------------------------- config.properties
+
+
+def max_batch_delay_ms(spec: Spec) -> int:
+    wanted = spec.server.batching.max_queue_delay
+    delay = wanted.exact_in("ms")
+    if delay is None:
+        raise PipelineError(f"server.batching.max_queue_delay {wanted} is not a whole number "
+                            "of milliseconds (TorchServe's maxBatchDelay)")
+    return delay
+
+
+def models_entry(spec: Spec) -> dict[str, Any]:
+    workers = spec.server.instances
+    return {spec.name: {MODEL_VERSION: {
+        "defaultVersion": True, "marName": f"{spec.name}.mar",
+        "minWorkers": workers, "maxWorkers": workers,
+        "batchSize": spec.server.batching.max_batch_size,
+        "maxBatchDelay": max_batch_delay_ms(spec),
+        "responseTimeout": RESPONSE_TIMEOUT_S}}}
+
+
+def render_properties(spec: Spec, ports: Mapping[str, int], model_store: str,
+                      loopback_only: bool) -> str:
+    """config.properties. Production binds the management API to loopback only; a run
+    binds everything to loopback."""
+    public = "127.0.0.1" if loopback_only else "0.0.0.0"
+    lines = [
+        "# Rendered by serve-pipeline from serve.yaml; do not edit by hand.",
+        f"inference_address=http://{public}:{ports['inference']}",
+        f"management_address=http://127.0.0.1:{ports['management']}",
+        f"metrics_address=http://{public}:{ports['metrics']}",
+        f"grpc_inference_address={public}",
+        f"grpc_inference_port={ports['grpc_inference']}",
+        "grpc_management_address=127.0.0.1",
+        f"grpc_management_port={ports['grpc_management']}",
+        f"model_store={model_store}",
+        f"load_models={spec.name}.mar",
+        f"default_workers_per_model={spec.server.instances}",
+        "models=" + json.dumps(models_entry(spec), sort_keys=True),
+        "metrics_mode=prometheus",
+        "model_metrics_auto_detect=true",
+        "disable_token_authorization=false",
+        "enable_model_api=false",
+        "install_py_dep_per_model=false",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    properties = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            properties[key.strip()] = value.strip()
+    return properties
+
+
+def check_properties(text: str, spec: Spec) -> list[str]:
+    """Parse config.properties back and compare what TorchServe will read with the spec."""
+    properties = parse_properties(text)
+    problems = []
+    try:
+        models = json.loads(properties.get("models", ""))
+    except ValueError:
+        return ["models= is not valid JSON"]
+    if models != models_entry(spec):
+        problems.append(f"models= {models} differs from the spec {models_entry(spec)}")
+    if properties.get("disable_token_authorization") != "false":
+        problems.append("token authorization must stay on")
+    if properties.get("metrics_mode") != "prometheus":
+        problems.append("metrics_mode must be prometheus")
+    if "127.0.0.1" not in properties.get("management_address", ""):
+        problems.append("the management API must listen on loopback only")
+    return problems
+
+
+def serve_spec(spec: Spec, entrypoint_file: str | None) -> dict[str, Any]:
+    """What the handler needs to know, packed into the archive as serve_spec.json."""
+    return {
+        "format": spec.model.format,
+        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": t.shape} for t in spec.model.inputs],
+        "outputs": [{"name": t.name, "dtype": t.dtype, "shape": t.shape}
+                    for t in spec.model.outputs],
+        "max_items": spec.server.batching.max_batch_size,
+        "entrypoint": entrypoint_file,
+        "trusted": spec.model.trusted,
+    }
+
+
+# ---------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True)
+class TorchServeStats:
+    requests: float = 0.0
+    inference_us: float = 0.0
+    queue_us: float = 0.0
+    batch_executions: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_prometheus(cls, text: str, model: str) -> TorchServeStats:
+        # The parser names counter samples "<name>_total" whatever the exposition said.
+        values = {"ts_inference_requests": 0.0, "ts_inference_latency_microseconds": 0.0,
+                  "ts_queue_latency_microseconds": 0.0}
+        batches: dict[int, int] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                name = sample.name.removesuffix("_total")
+                if name in values and sample.labels.get("model_name") == model:
+                    values[name] += sample.value
+                elif name == BATCH_METRIC and sample.labels.get("ModelName") == model:
+                    size = int(sample.labels.get("BatchSize", "0"))
+                    batches[size] = batches.get(size, 0) + int(sample.value)
+        return cls(values["ts_inference_requests"],
+                   values["ts_inference_latency_microseconds"],
+                   values["ts_queue_latency_microseconds"], batches)
+
+    def since(self, before: ServerStats) -> TorchServeStats:
+        assert isinstance(before, TorchServeStats)
+        return TorchServeStats(
+            self.requests - before.requests, self.inference_us - before.inference_us,
+            self.queue_us - before.queue_us,
+            {size: count - before.batch_executions.get(size, 0)
+             for size, count in self.batch_executions.items()
+             if count - before.batch_executions.get(size, 0) > 0})
+
+    def window_metrics(self) -> dict[str, float]:
+        requests = max(self.requests, 1.0)
+        executions = sum(self.batch_executions.values())
+        batched = sum(size * count for size, count in self.batch_executions.items())
+        return {
+            "server_requests": self.requests,
+            "server_executions": float(executions),
+            "server_avg_batch_size": batched / executions if executions else 0.0,
+            "server_queue_us": self.queue_us / requests,
+            "server_compute_infer_us": max(self.inference_us - self.queue_us, 0.0) / requests,
+            "server_inference_us": self.inference_us / requests,
+        }
+
+
+# ---------------------------------------------------------------- the process
+
+# The most telling line first: each is tried in order over the launcher's output and
+# TorchServe's logs.
+_TELLING = (
+    re.compile(r"java not found.*"),
+    re.compile(r"Failed to bind to address[^\n]*"),
+    re.compile(r"Address already in use"),
+    re.compile(r"Failed to load model [^\n]*"),
+    re.compile(r"(?<=MODEL_LOG - )\w+(?:Error|Exception): [^\n]*"),
+    re.compile(r"TorchServe is already running[^\n]*"),
+    re.compile(r"ModelNotFoundException[^\n]*"),
+)
+
+
+class TorchServeServer:
+    kind = "torchserve"
+
+    def __init__(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
+                 run_dir: Path, env: Mapping[str, str]) -> None:
+        self.spec = loaded.spec
+        self.model_name = loaded.spec.name
+        self.ports = dict(ports)
+        self.home = run_dir / "torchserve"
+        for folder in ("logs", "store"):
+            (self.home / folder).mkdir(parents=True, exist_ok=True)
+        # Worker sockets live in $TEMP and AF_UNIX paths are limited to ~107 bytes: a short,
+        # private temp folder rather than one under a possibly deep run folder.
+        self.scratch = Path(tempfile.mkdtemp(prefix="sp-ts-"))
+        shutil.copyfile(artifact.archive, self.home / "store" / f"{self.model_name}.mar")
+        config = self.home / "config.properties"
+        config.write_text(render_properties(loaded.spec, ports, str(self.home / "store"),
+                                            loopback_only=True))
+        self.inference_url = f"http://127.0.0.1:{ports['inference']}"
+        self.management_url = f"http://127.0.0.1:{ports['management']}"
+        self.metrics_url = f"http://127.0.0.1:{ports['metrics']}"
+        launcher = Path(sys.executable).parent / "torchserve"
+        argv = [str(launcher), "--start", "--foreground", "--ncs", "--ts-config", str(config),
+                "--model-store", str(self.home / "store")]
+        child_env = {k: v for k, v in env.items() if k != "TS_CONFIG_FILE"}
+        child_env.update(
+            PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+            TMPDIR=str(self.scratch), TEMP=str(self.scratch),
+            LOG_LOCATION=str(self.home / "logs"), METRICS_LOCATION=str(self.home / "logs"))
+        self.process = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home)
+        self._keys: dict[str, str] | None = None
+
+    def start(self) -> None:
+        self.process.start()
+
+    def stop(self) -> None:
+        self.process.stop()
+        # The keys must not outlive the server; nor its pid file, worker sockets and
+        # extracted models (all under its private TMPDIR).
+        (self.home / "key_file.json").unlink(missing_ok=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # ---- keys and logs
+
+    def _key(self, api: str) -> str:
+        if self._keys is None:
+            path = self.home / "key_file.json"
+            try:
+                body = json.loads(path.read_text())
+            except (FileNotFoundError, ValueError):
+                raise ServerError("TorchServe has not written key_file.json yet") from None
+            self._keys = {name: str(body[name]["key"]) for name in ("inference", "management")}
+        return str(self._keys[api])
+
+    def _auth(self, api: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._key(api)}"}
+
+    def log_excerpt(self) -> str:
+        texts = []
+        for path in (self.process.log_path, self.home / "logs" / "ts_log.log",
+                     self.home / "logs" / "model_log.log"):
+            try:
+                texts.append(path.read_text(errors="replace"))
+            except FileNotFoundError:
+                continue
+        joined = "\n".join(texts)
+        for pattern in _TELLING:
+            found = [match.group(0) for match in pattern.finditer(joined)]
+            if found:
+                return "log: " + found[-1].strip()[:300]
+        return "last log lines: " + " | ".join(self.process.log_tail(6))
+
+    def describe_death(self) -> str:
+        return f"torchserve {self.process.describe_exit()}; {self.log_excerpt()}"
+
+    def _worker_failures(self) -> int:
+        """How often a worker failed to come up (TorchServe retries forever)."""
+        try:
+            text = (self.home / "logs" / "ts_log.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return 0
+        return text.count("Backend worker process died")
+
+    # ---- health
+
+    def is_ready(self, timeout_s: float = 2.0) -> bool:
+        try:
+            reply = http.call("GET", f"{self.management_url}/models/{self.model_name}",
+                              headers=self._auth("management"), timeout_s=timeout_s)
+        except (http.Unreachable, ServerError):
+            return False
+        if reply.status != 200:
+            return False
+        try:
+            described = json.loads(reply.body)
+            workers = described[0]["workers"]
+        except (ValueError, LookupError, TypeError):
+            return False
+        return len(workers) >= self.spec.server.instances and \
+            all(worker.get("status") == "READY" for worker in workers)
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.2) -> float:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.process.is_running():
+                raise ServerError(f"torchserve died before it was ready: {self.describe_death()}")
+            if self._worker_failures() >= 2 * self.spec.server.instances:
+                raise ServerError(f"TorchServe workers keep dying while they load the model "
+                                  f"(TorchServe retries forever): {self.log_excerpt()}")
+            if self.is_ready(timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
+                return time.monotonic() - self.process.started_at
+            time.sleep(poll_s)
+        raise ServerError(f"torchserve workers not READY within {timeout_s:g}s "
+                          f"(model '{self.model_name}'); {self.log_excerpt()}")
+
+    def stats(self) -> TorchServeStats:
+        try:
+            reply = http.call("GET", f"{self.metrics_url}/metrics", timeout_s=5.0)
+        except http.Unreachable as exc:
+            raise ServerError(f"cannot read TorchServe metrics: {exc}") from None
+        if reply.status != 200:
+            raise ServerError(f"TorchServe /metrics answered {reply.status}")
+        return TorchServeStats.from_prometheus(reply.text(), self.model_name)
+
+    # ---- inference
+
+    def infer_request(self, batch: Batch) -> HttpRequest:
+        buffer = io.BytesIO()
+        if len(batch) == 1:
+            np.save(buffer, next(iter(batch.values())), allow_pickle=False)
+        else:
+            np.savez(buffer, **batch)
+        return HttpRequest("POST", f"{self.inference_url}/predictions/{self.model_name}",
+                           buffer.getvalue(),
+                           {"Content-Type": "application/octet-stream", **self._auth("inference")})
+
+    def decode_outputs(self, response: http.Response) -> dict[str, Array]:
+        content_type = response.headers.get("content-type", "")
+        names = [t.name for t in self.spec.model.outputs]
+        if "json" in content_type:
+            body = json.loads(response.body)["outputs"]
+            return {name: np.asarray(tensor["data"], dtype=NUMPY_DTYPES[tensor["dtype"]])
+                    .reshape(tensor["shape"]) for name, tensor in body.items()}
+        if response.body[:6] == b"\x93NUMPY":
+            return {names[0]: np.load(io.BytesIO(response.body), allow_pickle=False)}
+        with np.load(io.BytesIO(response.body), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+
+    def probe_request(self, probe: ProbeName) -> HttpRequest:
+        model = self.spec.model
+        count = self.spec.server.batching.max_batch_size + 1 if probe == "batch_over_max" else 1
+        inputs: dict[str, Any] = {}
+        for position, tensor in enumerate(model.inputs):
+            if probe == "missing_input" and position == 0:
+                continue
+            shape = [count, *tensor.shape]
+            dtype = tensor.dtype
+            if position == 0 and probe == "wrong_shape":
+                shape[-1] += 1
+            if position == 0 and probe == "wrong_dtype":
+                dtype = "int32" if dtype.startswith("float") else "float32"
+            size = int(np.prod(shape))
+            inputs[tensor.name] = {"shape": shape, "dtype": dtype,
+                                   "data": [0] * size if dtype != "bool" else [False] * size}
+        name = f"{self.model_name}-does-not-exist" if probe == "unknown_model" else \
+            self.model_name
+        return HttpRequest("POST", f"{self.inference_url}/predictions/{name}",
+                           json.dumps({"inputs": inputs}).encode(),
+                           {"Content-Type": "application/json", **self._auth("inference")})
+
+
+class TorchServeKind:
+    """TorchServe: a .mar with a batching handler, and config.properties."""
+
+    name = "torchserve"
+    port_names: tuple[str, ...] = PORT_NAMES
+
+    def _production_config(self, spec: Spec) -> str:
+        ports = {**PRODUCTION_PORTS, **spec.server.ports}
+        return render_properties(spec, ports, "model-store", loopback_only=False)
+
+    def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:
+        spec = loaded.spec
+        source = destination / "mar-source"
+        source.mkdir(parents=True)
+        stored = source / {"torchscript": "model.pt", "eager": "weights.pt",
+                           "onnx": "model.onnx"}[spec.model.format]
+        shutil.copyfile(model_file, stored)
+        extras = [source / "model_runtime.py", source / "serve_spec.json"]
+        shutil.copyfile(RUNTIME_MODULE, extras[0])
+        entrypoint_file = None
+        if spec.model.entrypoint is not None:
+            file_part, _, attribute = spec.model.entrypoint.rpartition(":")
+            shutil.copyfile(loaded.resolve(file_part), source / "entrypoint.py")
+            extras.append(source / "entrypoint.py")
+            entrypoint_file = f"entrypoint.py:{attribute}"
+        extras[1].write_bytes(canonical_json(serve_spec(spec, entrypoint_file)))
+        handler = source / "handler.py"
+        shutil.copyfile(ASSETS / "torchserve_handler.py", handler)
+        store = destination / "torchserve-store"
+        mar = build_mar(spec.name, MODEL_VERSION, stored, handler, extras, store,
+                        destination / "archiver-tmp", os.environ)
+        config = self._production_config(spec)
+        problems = check_properties(config, spec)
+        if problems:
+            raise PipelineError("config.properties check failed: " + "; ".join(problems))
+        return BuiltArtifact("torchserve-mar", store, mar, sha256_file(mar), "config.properties",
+                             config, sha256_bytes(config.encode()), model_file,
+                             sha256_file(model_file))
+
+    def restore(self, loaded: LoadedSpec, archive: Path, digest: str, model_file: Path,
+                destination: Path) -> BuiltArtifact:
+        spec = loaded.spec
+        store = destination / "torchserve-store"
+        store.mkdir(parents=True)
+        mar = store / f"{spec.name}.mar"
+        shutil.copyfile(archive, mar)
+        try:
+            packed = json.loads(read_member(mar, "serve_spec.json"))
+        except (KeyError, ValueError, OSError):
+            raise PipelineError("the release's .mar has no readable serve_spec.json") from None
+        entrypoint = packed.get("entrypoint")
+        if packed != serve_spec(spec, entrypoint):
+            raise PipelineError("the release's .mar was built for other tensors or batching than "
+                                "this environment's spec: a promotion never rebuilds; change "
+                                "serve.yaml and promote through the required environments")
+        config = self._production_config(spec)
+        return BuiltArtifact("torchserve-mar", store, mar, digest, "config.properties", config,
+                             sha256_bytes(config.encode()), model_file, sha256_file(model_file))
+
+    def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
+               run_dir: Path, env: Mapping[str, str]) -> TorchServeServer:
+        return TorchServeServer(loaded, artifact, ports, run_dir, env)

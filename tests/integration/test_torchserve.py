@@ -1,0 +1,150 @@
+"""TorchServe from the same spec: the whole pipeline, isolation, and start failures."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pipeline.config import load_spec
+from pipeline.errors import ServerError
+from pipeline.ports import free_ports
+from pipeline.servers.torchserve import TorchServeKind
+
+from .conftest import cli, latest_record
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+FAST = """
+stages:
+  readiness: {timeout: 180s}
+  parity: {data: ../mlp/samples.npz}
+  failure: {}
+  latency: {concurrency: 8, warmup: 1s, duration: 3s}
+  saturation: {max_concurrency: 4, probe_duration: 1s, burst: {rate: 100/s, duration: 500ms}}
+"""
+
+
+@pytest.fixture
+def ts_project(project: Path) -> Path:
+    example = (REPO / "examples" / "torchserve" / "serve.yaml").read_text()
+    head, _, tail = example.partition("\nstages:\n")
+    _, _, publish = tail.partition("\npublish:\n")
+    folder = project / "examples" / "torchserve"
+    (folder / "serve.yaml").write_text(head + "\n" + FAST + "\npublish:\n" + publish)
+    return folder
+
+
+def torchserve_processes(folder: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline", "cwd"]):
+        try:
+            text = " ".join(process.info["cmdline"] or []) + " " + (process.info["cwd"] or "")
+        except (psutil.Error, TypeError):
+            continue
+        if str(folder) in text and ("org.pytorch.serve" in text or "model_service_worker" in text
+                                    or "torchserve" in text):
+            found.append(process)
+    return found
+
+
+def test_promote_with_torchserve_batches_and_leaves_nothing(ts_project: Path) -> None:
+    result = cli(["promote", "staging"], ts_project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = latest_record(ts_project)
+    assert [s["status"] for s in record["stages"]] == ["passed"] * 7
+    latency = next(s for s in record["stages"] if s["name"] == "latency")
+    batches = {int(size): count for size, count in latency["details"]["batch_executions"].items()}
+    assert max(batches) > 1, batches                   # TorchServe formed real batches
+    assert latency["metrics"]["server_requests"] > 0
+    assert latency["metrics"]["server_queue_us"] > 0
+    assert "formed batches" in cli(["report", record["run_id"]], ts_project).stdout
+    parity = next(s for s in record["stages"] if s["name"] == "parity")
+    assert parity["metrics"]["parity_mismatched"] == 0
+    assert {p["probe"]: p["status"] for p in parity["details"]["probes"]} == {
+        "wrong_shape": 400, "wrong_dtype": 400, "missing_input": 400, "batch_over_max": 400,
+        "unknown_model": 404}
+    [manifest] = (ts_project / ".serve-pipeline" / "store" / "releases").rglob("*.json")
+    body = __import__("json").loads(manifest.read_text())
+    assert body["artifact"]["kind"] == "torchserve-mar"
+    assert body["config"]["file"] == "config.properties" and body["config"]["sha256"]
+    run_dir = ts_project / ".serve-pipeline" / "runs" / record["run_id"]
+    assert not list(run_dir.rglob("key_file.json"))
+    assert not list(run_dir.rglob(".model_server.pid"))
+    assert not (ts_project / "key_file.json").exists()
+    assert torchserve_processes(ts_project) == []
+
+
+def test_a_reproducible_mar(ts_project: Path, tmp_path: Path) -> None:
+    loaded = load_spec(ts_project / "serve.yaml")
+    kind = TorchServeKind()
+    first = kind.build(loaded, loaded.resolve("../mlp/model.pt"), tmp_path / "a")
+    second = kind.build(loaded, loaded.resolve("../mlp/model.pt"), tmp_path / "b")
+    assert first.digest == second.digest and first.config_digest == second.config_digest
+
+
+def test_missing_java_fails_the_start_in_one_line(ts_project: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("git",):
+        found = shutil.which(tool)
+        if found:
+            (bare / tool).symlink_to(found)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{bare}"
+    result = cli(["run"], ts_project, env=env, timeout=120)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "start: " in result.stderr or "failed at start" in result.stderr
+    assert "java not found" in result.stderr
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_a_busy_port_is_reported_by_the_server_itself(ts_project: Path, tmp_path: Path,
+                                                       busy_port: int) -> None:
+    loaded = load_spec(ts_project / "serve.yaml")
+    kind = TorchServeKind()
+    artifact = kind.build(loaded, loaded.resolve("../mlp/model.pt"), tmp_path)
+    names = kind.port_names
+    ports = dict(zip(names, [busy_port, *free_ports(len(names) - 1)], strict=True))
+    server = kind.launch(loaded, artifact, ports, tmp_path, dict(os.environ))
+    server.start()
+    try:
+        with pytest.raises(ServerError) as caught:
+            server.wait_ready(90)
+    finally:
+        server.stop()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "Address already in use" in message or "Failed to bind" in message
+    assert not server.process.is_running()
+
+
+def test_a_handler_that_fails_at_load_fails_readiness(ts_project: Path) -> None:
+    (ts_project / "broken.py").write_text(
+        "def build():\n    raise RuntimeError('weights do not fit this architecture')\n")
+    spec = ts_project / "serve.yaml"
+    spec.write_text(spec.read_text().replace("source: ../mlp/model.pt",
+                                             "source: ../mlp/weights.pt").replace(
+        "format: torchscript", "format: eager\n  entrypoint: broken.py:build"))
+    result = cli(["run"], ts_project, timeout=300)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "readiness" in result.stderr and "Failed to load model" in result.stderr
+    record = latest_record(ts_project)
+    assert [s["status"] for s in record["stages"]][2] == "failed"
+    assert torchserve_processes(ts_project) == []
