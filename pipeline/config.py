@@ -162,6 +162,9 @@ class ServerSpec(StrictModel):
         "Production ports by name (triton: http, grpc, metrics; torchserve: inference, "
         "management, metrics, grpc_inference, grpc_management). Pipeline runs pick free "
         "ports on 127.0.0.1 for those not given."))
+    model_api: bool = Field(default=False, description=(
+        "TorchServe only: enable the model (register/unregister) API. Off by default; it "
+        "listens on the loopback-only management address when on."))
     image: ImageSpec | None = Field(default=None, description=(
         "The serving image (runtime docker, or an image published with the release)."))
 

@@ -88,7 +88,7 @@ def render_properties(spec: Spec, ports: Mapping[str, int], model_store: str,
         "metrics_mode=prometheus",
         "model_metrics_auto_detect=true",
         "disable_token_authorization=false",
-        "enable_model_api=false",
+        f"enable_model_api={'true' if spec.server.model_api else 'false'}",
         "install_py_dep_per_model=false",
     ]
     return "\n".join(lines) + "\n"

@@ -82,6 +82,21 @@ def test_promote_with_torchserve_batches_and_leaves_nothing(ts_project: Path) ->
     assert torchserve_processes(ts_project) == []
 
 
+def test_an_eager_model_serves_with_parity(ts_project: Path) -> None:
+    spec = ts_project / "serve.yaml"
+    spec.write_text(spec.read_text()
+                    .replace("source: ../mlp/model.pt", "source: ../mlp/weights.pt")
+                    .replace("format: torchscript",
+                             "format: eager\n  entrypoint: ../mlp/net.py:build")
+                    .replace("saturation: {max_concurrency: 4",
+                             "saturation: {enabled: false, max_concurrency: 4"))
+    result = cli(["run"], ts_project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    parity = next(s for s in latest_record(ts_project)["stages"] if s["name"] == "parity")
+    assert parity["metrics"]["parity_mismatched"] == 0 and parity["metrics"]["parity_elements"] > 0
+    assert torchserve_processes(ts_project) == []
+
+
 def test_a_reproducible_mar(ts_project: Path, tmp_path: Path) -> None:
     loaded = load_spec(ts_project / "serve.yaml")
     kind = TorchServeKind()
