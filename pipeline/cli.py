@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
@@ -21,11 +22,15 @@ from pipeline.context import RunContext
 from pipeline.errors import Interrupted, PipelineError, PipelineFailed, PolicyError, UsageError
 from pipeline.fsck import verify_store
 from pipeline.live import LiveView
+from pipeline.model_source import resolve_model_source
 from pipeline.promotion import CheckedPromotion, approve, check_promotion, promote_existing
 from pipeline.record import load_run_record, runs_dir
 from pipeline.release import list_releases, read_manifest, read_pointer, rollback
 from pipeline.report import render_terminal
-from pipeline.runner import STAGES, new_run_id, run_pipeline
+from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
+from pipeline.servers.base import ModelServer
+from pipeline.servers.torchserve import TorchServeEndpoint
+from pipeline.servers.triton import TritonEndpoint
 from pipeline.store import store_for
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -70,8 +75,11 @@ def schema() -> None:
 
 def _execute(file: Path, environment: str | None, promote_to: str | None, by: str | None,
              command: str, approved_by: str | None = None,
-             promotion: CheckedPromotion | None = None) -> None:
+             promotion: CheckedPromotion | None = None,
+             selected: frozenset[str] | None = None,
+             attach: Callable[[LoadedSpec], ModelServer] | None = None) -> None:
     loaded = _load(file, environment)
+    stages_to_run(selected, attached=attach is not None)   # refuse a bad selection early
     run_id = new_run_id()
     run_dir = runs_dir(loaded.workspace) / run_id
     run_dir.mkdir(parents=True)
@@ -81,8 +89,14 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
         ctx = RunContext(loaded=loaded, run_id=run_id, run_dir=run_dir, env=dict(os.environ),
                          resources=resources, progress=view, promote_to=promote_to,
                          actor=_actor(by), approved_by=approved_by, promotion=promotion)
+        if attach is not None:
+            ctx.server = attach(loaded)
+            if selected is None or "parity" in selected:
+                source = resolve_model_source(loaded, run_dir / "model-source")
+                ctx.model_source = source
+                ctx.preload_reference(source.file)
         try:
-            record = run_pipeline(ctx, view, command=command)
+            record = run_pipeline(ctx, view, command=command, selected=selected)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted: the server was stopped and nothing was promoted "
                               f"(record: {run_dir / 'record.json'})") from None
@@ -155,13 +169,57 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
     out.print(f"approved {release_id} for {env} by {entry['by']} at {entry['at']}")
 
 
+Stages = Annotated[str | None, typer.Option(
+    "--stages", help="Comma-separated subset: readiness, parity, latency, saturation.")]
+
+
+def _selection(stages: str | None) -> frozenset[str] | None:
+    if stages is None:
+        return None
+    return frozenset(name.strip() for name in stages.split(",") if name.strip())
+
+
 @app.command(name="run")
 def run_command(file: SpecFile = DEFAULT_SPEC,
                 env: Annotated[str | None, typer.Option("--env", help="Environment overlay to "
                                                         "verify against.")] = None,
-                by: Actor = None) -> None:
-    """Run every stage and publish the release, without moving any environment pointer."""
-    _execute(file, env, None, by, "run")
+                by: Actor = None, stages: Stages = None) -> None:
+    """Run every stage and publish the release, without moving any environment pointer.
+
+    With --stages, run only those (plus build, start and readiness): a re-measurement
+    that publishes nothing.
+    """
+    _execute(file, env, None, by, "run", selected=_selection(stages))
+
+
+@app.command()
+def measure(url: Annotated[str, typer.Option("--url", help="The running server: Triton's "
+                                              "HTTP URL or TorchServe's inference URL.")],
+            file: SpecFile = DEFAULT_SPEC,
+            env: Annotated[str | None, typer.Option("--env")] = None,
+            stages: Stages = "latency,saturation",
+            grpc_url: Annotated[str | None, typer.Option(
+                "--grpc-url", help="Triton's gRPC host:port (for protocol: grpc).")] = None,
+            management_url: Annotated[str | None, typer.Option(
+                "--management-url", help="TorchServe's management API (readiness).")] = None,
+            metrics_url: Annotated[str | None, typer.Option(
+                "--metrics-url", help="TorchServe's metrics API (server-side numbers).")] = None,
+            key_file: Annotated[Path | None, typer.Option(
+                "--key-file", help="TorchServe's key_file.json (token authorization).")] = None,
+            ) -> None:
+    """Measure a server that is already running (nothing is built, started or published).
+
+    The spec gives the model's name, tensors and the gates; the server kind is the spec's.
+    """
+
+    def attach(loaded: LoadedSpec) -> ModelServer:
+        if loaded.spec.server.kind == "triton":
+            return TritonEndpoint(loaded, url, grpc_url)
+        if management_url is None or metrics_url is None:
+            raise UsageError("measuring TorchServe needs --management-url and --metrics-url")
+        return TorchServeEndpoint(loaded, url, management_url, metrics_url, key_file)
+
+    _execute(file, env, None, None, "measure", selected=_selection(stages), attach=attach)
 
 
 @app.command(name="rollback")

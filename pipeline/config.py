@@ -237,6 +237,15 @@ class FailureStage(StrictModel):
         "Which probes: each must get a 4xx and leave the server ready."))
 
 
+class StabilitySpec(StrictModel):
+    windows: int = Field(default=3, ge=1, le=20, description=(
+        "The measurement is split into this many windows; the last this-many must agree."))
+    tolerance: PercentageField = Field(default=Percentage(0.1, "10%"), description=(
+        "Largest (max - min) / mean of throughput and of p99 across those windows."))
+    max_windows: int = Field(default=6, ge=1, le=50, description=(
+        "Give up after this many windows; the record then says not stabilised."))
+
+
 class LatencyStage(StrictModel):
     concurrency: int = Field(default=8, ge=1, le=4096, description=(
         "Requests in flight during the window (closed loop)."))
@@ -247,6 +256,10 @@ class LatencyStage(StrictModel):
     batch_size: int = Field(default=1, ge=1, description="Items per request.")
     request_timeout: DurationField = Field(default=Duration(10_000_000_000, "10s"),
                                            description="Client timeout of every request.")
+    protocol: Literal["http", "grpc"] = Field(default="http", description=(
+        "Triton: the load can go over gRPC too; TorchServe: http."))
+    stability: StabilitySpec = Field(default_factory=StabilitySpec, description=(
+        "Windows repeat until throughput and p99 settle (or the cap)."))
 
 
 class BurstSpec(StrictModel):
@@ -254,6 +267,8 @@ class BurstSpec(StrictModel):
     duration: DurationField = Field(description="How long the burst lasts.")
     base_rate: RateField | None = Field(default=None, description=(
         "Rate before and after the burst (default: a tenth of the burst rate)."))
+    arrivals: Literal["constant", "poisson"] = Field(default="constant", description=(
+        "Evenly spaced requests, or Poisson arrivals at the same mean rate."))
 
 
 class SaturationStage(StrictModel):
@@ -525,6 +540,9 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -
     if spec.model.format == "onnx" and spec.model.source.path is not None \
             and not spec.model.source.path.endswith(".onnx"):
         add(("model", "source"), "format onnx expects a .onnx file")
+    if server.kind == "torchserve" and spec.stages.latency.protocol == "grpc":
+        add(("stages", "latency", "protocol"), "gRPC load is measured for Triton only; use "
+            "http with TorchServe")
     if spec.stages.latency.batch_size > server.batching.max_batch_size:
         add(("stages", "latency", "batch_size"),
             f"{spec.stages.latency.batch_size} is over server.batching.max_batch_size "

@@ -69,6 +69,6 @@ class RunContext:
         """The running server; ServerError quoting its log if it is gone."""
         if self.server is None:
             raise ServerError("no server: the start stage did not run")
-        if not self.server.process.is_running():
+        if not self.server.alive():
             raise ServerError(self.server.describe_death())
         return self.server

@@ -1,26 +1,31 @@
 """Load generation against a served model, with latencies in HDR histograms.
 
 Closed loop keeps N requests in flight. Open loop starts requests on a
-schedule and counts each latency from its *intended* start, so a stalled
-server cannot hide its stall by stalling the client (coordinated omission).
+schedule (constant or Poisson arrivals) and counts each latency from its
+*intended* start, so a stalled server cannot hide its stall by stalling the
+client (coordinated omission). `paced_sequential` is the naive alternative a
+synchronous client amounts to; it is kept to show the difference.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from hdrh.histogram import HdrHistogram
 
+from pipeline.grpc_wire import GrpcCaller, GrpcRequest
 from pipeline.servers.base import HttpRequest
 from pipeline.wire import WireError, WirePool
 
 MAX_LATENCY_US = 3_600_000_000
 MIN_SAMPLES_FOR = {"p50": 2, "p90": 10, "p95": 20, "p99": 100, "p999": 1000}
+Target = HttpRequest | GrpcRequest
 
 
 def new_histogram() -> HdrHistogram:
@@ -40,7 +45,6 @@ class LoadResult:
     completed: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     client_cpu_s: float = 0.0
-    schedule_lag_p99_us: float = 0.0
     offered_rate: float = 0.0
 
     def merge(self, other: LoadResult) -> None:
@@ -93,21 +97,38 @@ class LoadResult:
         }
 
 
-class _Sender:
-    def __init__(self, pool: WirePool, timeout_s: float) -> None:
-        self.pool = pool
-        self.timeout_s = timeout_s
+# ---------------------------------------------------------------- transports
 
-    async def send(self) -> str | None:
-        """None on success, else the kind of error."""
+
+class Transport(Protocol):
+    async def send(self, timeout_s: float) -> str | None: ...
+    async def close(self) -> None: ...
+
+
+class _HttpTransport:
+    def __init__(self, request: HttpRequest) -> None:
+        self.pool = WirePool(request)
+
+    async def send(self, timeout_s: float) -> str | None:
         try:
-            status = await self.pool.send(self.timeout_s)
+            status = await self.pool.send(timeout_s)
         except TimeoutError:
             return "timeout"
         except WireError:
             return "connection"
         return None if status == 200 else f"http_{status}"
 
+    async def close(self) -> None:
+        self.pool.close()
+
+
+def transport_for(target: Target) -> Transport:
+    if isinstance(target, GrpcRequest):
+        return GrpcCaller(target)
+    return _HttpTransport(target)
+
+
+# ---------------------------------------------------------------- watch and tick
 
 Tick = Callable[[float], None]
 
@@ -128,24 +149,38 @@ async def _watch(should_stop: Callable[[], bool], tasks: Sequence[asyncio.Task[A
             return
 
 
-async def closed_loop(target: HttpRequest, concurrency: int, duration_s: float, timeout_s: float,
+async def _supervise(work: Sequence[asyncio.Task[Any]], should_stop: Callable[[], bool],
+                     tick: Tick) -> None:
+    watchdog = asyncio.create_task(_watch(should_stop, work, tick))
+    try:
+        await asyncio.gather(*work)
+    except asyncio.CancelledError:
+        if should_stop():
+            raise LoadAborted() from None
+        raise
+    finally:
+        watchdog.cancel()
+
+
+# ---------------------------------------------------------------- closed loop
+
+
+async def closed_loop(target: Target, concurrency: int, duration_s: float, timeout_s: float,
                       should_stop: Callable[[], bool] = lambda: False,
                       tick: Tick = _no_tick) -> LoadResult:
     """`concurrency` workers, each sending its next request when the last one returns."""
     result = LoadResult(duration_s)
-    pool = WirePool(target)
+    transport = transport_for(target)
     try:
-        sender = _Sender(pool, timeout_s)
         cpu_start = time.process_time()
-        start = time.perf_counter()
-        end = start + duration_s
+        end = time.perf_counter() + duration_s
 
         async def worker() -> None:
             while True:
                 sent = time.perf_counter()
                 if sent >= end:
                     return
-                error = await sender.send()
+                error = await transport.send(timeout_s)
                 done = time.perf_counter()
                 if error is None:
                     result.histogram.record_value(max(1, int((done - sent) * 1e6)))
@@ -154,20 +189,15 @@ async def closed_loop(target: HttpRequest, concurrency: int, duration_s: float, 
                 else:
                     result.errors[error] += 1
 
-        workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
-        watchdog = asyncio.create_task(_watch(should_stop, workers, tick))
-        try:
-            await asyncio.gather(*workers)
-        except asyncio.CancelledError:
-            if should_stop():
-                raise LoadAborted() from None
-            raise
-        finally:
-            watchdog.cancel()
+        await _supervise([asyncio.create_task(worker()) for _ in range(concurrency)],
+                         should_stop, tick)
         result.client_cpu_s = time.process_time() - cpu_start
     finally:
-        pool.close()
+        await transport.close()
     return result
+
+
+# ---------------------------------------------------------------- open loop
 
 
 @dataclass(frozen=True)
@@ -183,82 +213,134 @@ class OpenLoopResult:
     drain_s: float
     lag_p99_us: float
     client_bound: bool
+    from_send: LoadResult
 
 
-async def open_loop(target: HttpRequest, phases: Sequence[Phase], timeout_s: float,
-                    max_in_flight: int = 2048,
+def schedule(phases: Sequence[Phase], arrivals: str = "constant",
+             seed: int = 0) -> list[tuple[float, str]]:
+    """Intended start offsets (s) and their phase: evenly spaced, or Poisson arrivals."""
+    rng = random.Random(seed)
+    out: list[tuple[float, str]] = []
+    phase_start = 0.0
+    for phase in phases:
+        if arrivals == "poisson":
+            offset = rng.expovariate(phase.rate)
+            while offset < phase.duration_s:
+                out.append((phase_start + offset, phase.name))
+                offset += rng.expovariate(phase.rate)
+        else:
+            count = round(phase.rate * phase.duration_s)
+            out += [(phase_start + index / phase.rate, phase.name) for index in range(count)]
+        phase_start += phase.duration_s
+    return out
+
+
+async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
+                    max_in_flight: int = 2048, arrivals: str = "constant", seed: int = 0,
                     should_stop: Callable[[], bool] = lambda: False,
                     tick: Tick = _no_tick) -> OpenLoopResult:
-    """Requests at constant rates per phase; latency counted from the intended start."""
+    """Requests on a schedule; each latency counted from its intended start.
+
+    The same requests are also recorded from their actual send time (`from_send`),
+    and the lag between intended and actual send says whether the client kept up.
+    """
     results = {phase.name: LoadResult(phase.duration_s, offered_rate=phase.rate)
                for phase in phases}
+    from_send = LoadResult(sum(phase.duration_s for phase in phases))
     lag = new_histogram()
+    plan = schedule(phases, arrivals, seed)
+    burst_end = sum(p.duration_s for p in phases[: [p.name for p in phases].index("burst") + 1]) \
+        if any(p.name == "burst" for p in phases) else None
     last_burst_done = 0.0
-    burst_end = 0.0
     in_flight: set[asyncio.Task[None]] = set()
-    pool = WirePool(target)
+    transport = transport_for(target)
     try:
-        sender = _Sender(pool, timeout_s)
+        cpu_start = time.process_time()
         start = time.perf_counter()
 
-        async def one(intended: float, bucket: LoadResult, is_burst: bool) -> None:
+        async def one(intended: float, sent: float, bucket: LoadResult, is_burst: bool) -> None:
             nonlocal last_burst_done
-            error = await sender.send()
+            error = await transport.send(timeout_s)
             done = time.perf_counter()
             if error is None:
                 bucket.histogram.record_value(max(1, int((done - intended) * 1e6)))
+                from_send.histogram.record_value(max(1, int((done - sent) * 1e6)))
                 bucket.completed += 1
+                from_send.completed += 1
             else:
                 bucket.errors[error] += 1
+                from_send.errors[error] += 1
             if is_burst:
-                last_burst_done = max(last_burst_done, done)
+                last_burst_done = max(last_burst_done, done - start)
 
         async def dispatch() -> None:
-            nonlocal burst_end
-            phase_start = start
-            for phase in phases:
-                bucket = results[phase.name]
-                count = int(phase.rate * phase.duration_s)
-                is_burst = phase.name == "burst"
-                for index in range(count):
-                    intended = phase_start + index / phase.rate
-                    delay = intended - time.perf_counter()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                    lag.record_value(max(1, int((time.perf_counter() - intended) * 1e6)))
-                    if len(in_flight) >= max_in_flight:
-                        bucket.errors["client_overload"] += 1
-                        continue
-                    task = asyncio.create_task(one(intended, bucket, is_burst))
-                    in_flight.add(task)
-                    task.add_done_callback(in_flight.discard)
-                phase_start += phase.duration_s
-                if is_burst:
-                    burst_end = phase_start
+            for offset, phase_name in plan:
+                intended = start + offset
+                delay = intended - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                sent = time.perf_counter()
+                lag.record_value(max(1, int((sent - intended) * 1e6)))
+                bucket = results[phase_name]
+                if len(in_flight) >= max_in_flight:
+                    bucket.errors["client_overload"] += 1
+                    continue
+                task = asyncio.create_task(one(intended, sent, bucket, phase_name == "burst"))
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
             if in_flight:
                 await asyncio.wait(list(in_flight), timeout=timeout_s + 1.0)
 
-        dispatcher = asyncio.create_task(dispatch())
-        watchdog = asyncio.create_task(_watch(should_stop, [dispatcher], tick))
         try:
-            await dispatcher
-        except asyncio.CancelledError:
+            await _supervise([asyncio.create_task(dispatch())], should_stop, tick)
+        finally:
             for task in in_flight:
                 task.cancel()
-            if should_stop():
-                raise LoadAborted() from None
-            raise
-        finally:
-            watchdog.cancel()
+        from_send.client_cpu_s = time.process_time() - cpu_start
+        for bucket in results.values():
+            bucket.client_cpu_s = from_send.client_cpu_s * bucket.duration_s / \
+                from_send.duration_s
     finally:
-        pool.close()
+        await transport.close()
     lag_p99 = float(lag.get_value_at_percentile(99)) if lag.get_total_count() else 0.0
     shortest_interval_us = min(1e6 / phase.rate for phase in phases)
     return OpenLoopResult(
         phases=results,
-        drain_s=max(0.0, last_burst_done - burst_end) if burst_end else 0.0,
+        drain_s=max(0.0, last_burst_done - burst_end) if burst_end is not None else 0.0,
         lag_p99_us=lag_p99,
         # Behind schedule by more than a millisecond and more than one interval: the
         # client, not the server, set the pace.
         client_bound=lag_p99 > max(1000.0, shortest_interval_us),
+        from_send=from_send,
     )
+
+
+async def paced_sequential(target: Target, rate: float, duration_s: float,
+                           timeout_s: float) -> tuple[LoadResult, LoadResult]:
+    """The naive client: one request at a time, paced to `rate`, never more than one in
+    flight. Returns (latency from the actual send, latency from the intended start).
+
+    Behind a stall it simply sends late, so the first figure hides the stall:
+    coordinated omission, as in a synchronous load generator.
+    """
+    naive, honest = LoadResult(duration_s), LoadResult(duration_s)
+    transport = transport_for(target)
+    try:
+        start = time.perf_counter()
+        for index in range(int(rate * duration_s)):
+            intended = start + index / rate
+            delay = intended - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            sent = time.perf_counter()
+            error = await transport.send(timeout_s)
+            done = time.perf_counter()
+            for result, since in ((naive, sent), (honest, intended)):
+                if error is None:
+                    result.histogram.record_value(max(1, int((done - since) * 1e6)))
+                    result.completed += 1
+                else:
+                    result.errors[error] += 1
+    finally:
+        await transport.close()
+    return naive, honest

@@ -4,25 +4,35 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
-from pipeline.load import LoadAborted, LoadResult, OpenLoopResult, Phase, closed_loop
+from pipeline.gpu import gpu_memory_mb
+from pipeline.load import (
+    LoadAborted,
+    LoadResult,
+    OpenLoopResult,
+    Phase,
+    Target,
+    closed_loop,
+)
 from pipeline.load import open_loop as run_open_loop
-from pipeline.servers.base import HttpRequest, ModelServer
+from pipeline.memory import process_tree_memory
+from pipeline.servers.base import ModelServer
 from pipeline.tensors import load_samples, take
-
-Target = HttpRequest
 
 
 def load_target(ctx: RunContext, server: ModelServer) -> Target:
     spec = ctx.loaded.spec
     samples = load_samples(spec.model, spec.stages.parity, ctx.loaded.workspace)
-    return server.infer_request(take(samples, spec.stages.latency.batch_size))
-
-
-def _server_gone(server: ModelServer) -> bool:
-    return not server.process.is_running()
+    batch = take(samples, spec.stages.latency.batch_size)
+    if spec.stages.latency.protocol == "grpc":
+        request = server.grpc_request(batch)
+        if request is None:
+            raise ServerError(f"{server.kind} is not measured over gRPC")
+        return request
+    return server.infer_request(batch)
 
 
 def closed_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
@@ -35,13 +45,13 @@ def closed_window(ctx: RunContext, server: ModelServer, target: Target, stage: s
 
     try:
         return asyncio.run(closed_loop(target, concurrency, duration_s, timeout,
-                                       should_stop=lambda: _server_gone(server), tick=tick))
+                                       should_stop=lambda: not server.alive(), tick=tick))
     except LoadAborted:
         raise ServerError(f"during {label}: {server.describe_death()}") from None
 
 
 def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
-                phases: Sequence[Phase], label: str) -> OpenLoopResult:
+                phases: Sequence[Phase], label: str, arrivals: str) -> OpenLoopResult:
     timeout = ctx.loaded.spec.stages.latency.request_timeout.seconds
     total = sum(phase.duration_s for phase in phases)
 
@@ -49,7 +59,25 @@ def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str
         ctx.progress(stage, min(elapsed, total), total, label)
 
     try:
-        return asyncio.run(run_open_loop(target, phases, timeout,
-                                         should_stop=lambda: _server_gone(server), tick=tick))
+        return asyncio.run(run_open_loop(target, phases, timeout, arrivals=arrivals,
+                                         should_stop=lambda: not server.alive(), tick=tick))
     except LoadAborted:
         raise ServerError(f"during {label}: {server.describe_death()}") from None
+
+
+def server_memory(server: ModelServer) -> tuple[dict[str, float], dict[str, Any]]:
+    """RSS/PSS of the server's process tree, and GPU memory where NVML works.
+
+    Metrics only hold numbers that were measured; what was not is named in details.
+    """
+    tree = server.process_tree()
+    if not tree:
+        return {}, {"memory": "not measured (the server is not a local process)"}
+    metrics = process_tree_memory(tree)
+    details: dict[str, Any] = {}
+    gpu = gpu_memory_mb(p.pid for p in tree)
+    if gpu is None:
+        details["gpu_memory"] = "not measured (no GPU or NVML here)"
+    else:
+        metrics["server_gpu_mb"] = gpu
+    return metrics, details

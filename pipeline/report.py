@@ -63,7 +63,10 @@ def measurements_table(record: dict[str, Any]) -> Table | None:
     latency = _stage(record, "latency").get("metrics", {})
     if not latency:
         return None
-    table = Table(title="Where requests waited (latency stage window)", title_justify="left")
+    stable = _stage(record, "latency").get("details", {}).get("stabilised")
+    note = "" if stable is None else (" — stabilised" if stable else " — NOT stabilised")
+    table = Table(title=f"Where requests waited (latency stage windows{note})",
+                  title_justify="left")
     table.add_column("client p50 / p95 / p99 / max")
     table.add_column("server queue")
     table.add_column("server compute")
@@ -75,10 +78,14 @@ def measurements_table(record: dict[str, Any]) -> Table | None:
     details = _stage(record, "latency").get("details", {})
     batches = details.get("batch_executions", {})
     batch_text = ", ".join(f"{size}×{count}" for size, count in batches.items()) or "none"
+    never = [size for size, hit in details.get("preferred_reached", {}).items() if not hit]
+    if never:
+        batch_text += f"; preferred {', '.join(never)} never formed"
     memory = f"RSS {latency.get('server_rss_mb', 0):.0f} MiB"
     if "server_pss_mb" in latency:
         memory += f", PSS {latency['server_pss_mb']:.0f} MiB"
-    memory += "; GPU not measured"
+    memory += (f"; GPU {latency['server_gpu_mb']:.0f} MiB" if "server_gpu_mb" in latency
+               else "; GPU not measured")
     table.add_row(
         " / ".join(f"{latency.get(k, 0):.2f}" for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms"))
         + " ms",

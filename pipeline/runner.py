@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from pipeline import __version__
 from pipeline.context import RunContext
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, UsageError
 from pipeline.record import write_record
 from pipeline.release import iso, utc_now
 from pipeline.results import StageResult, Status
@@ -67,9 +67,33 @@ class _Interrupted(Exception):
         self.result = result
 
 
+SELECTABLE = ("readiness", "parity", "latency", "saturation")
+
+
+def stages_to_run(selected: frozenset[str] | None, attached: bool) -> frozenset[str]:
+    """The stages a selection needs: server stages bring build, start and readiness along,
+    unless the server is already running (then only readiness)."""
+    if selected is None:
+        names = {stage.NAME for stage in STAGES}
+        return frozenset(names - {"build", "start"}) if attached else frozenset(names)
+    unknown = sorted(selected - set(SELECTABLE))
+    if unknown:
+        raise UsageError(f"--stages: {', '.join(unknown)} cannot be selected (choose from "
+                         f"{', '.join(SELECTABLE)}; build, start and publish follow from them)")
+    needed = set(selected) | {"readiness"}
+    if not attached:
+        needed |= {"build", "start"}
+    return frozenset(needed)
+
+
 def run_pipeline(ctx: RunContext, observer: Observer | None = None,
-                 command: str = "run") -> dict[str, Any]:
-    """Run every stage and return the run record (also written to the run folder)."""
+                 command: str = "run", selected: frozenset[str] | None = None) -> dict[str, Any]:
+    """Run the stages and return the run record (also written to the run folder).
+
+    `selected` limits the run to some stages (and what they need); the others are
+    recorded as skipped. A server already in `ctx.server` is measured as it is.
+    """
+    chosen = stages_to_run(selected, attached=ctx.server is not None)
     watcher = observer or SilentObserver()
     started_at = utc_now()
     started = time.monotonic()
@@ -84,6 +108,7 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
         "server": {"kind": ctx.loaded.spec.server.kind, "log": "server.log"},
         "stages": [], "release_id": None, "promoted_to": None, "interrupted": False,
         "teardown_s": None,
+        "selected_stages": sorted(selected) if selected is not None else None,
     }
     record_path = ctx.run_dir / "record.json"
     failure: str | None = None
@@ -92,7 +117,10 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
     last_server_stage = max(i for i, s in enumerate(STAGES) if getattr(s, "USES_SERVER", False))
     try:
         for index, stage in enumerate(STAGES):
-            if failure is not None:
+            if stage.NAME not in chosen:
+                reason = "not selected" if selected is not None else "the server was running"
+                result = StageResult(stage.NAME, Status.SKIPPED, reason)
+            elif failure is not None:
                 result = StageResult(stage.NAME, Status.ABORTED, failure)
             else:
                 watcher.stage_started(stage.NAME)
@@ -122,10 +150,11 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
             else:
                 early_teardown.join()
         record["teardown_s"] = time.monotonic() - teardown_started
-        if ctx.server is not None:
+        if ctx.server is not None and ctx.server.process is not None:
             record["server"]["exit"] = ctx.server.process.describe_exit()
         passed = all(r.status in (Status.PASSED, Status.SKIPPED) for r in ctx.results) and \
-            len(ctx.results) == len(STAGES)
+            len(ctx.results) == len(STAGES) and any(r.status is Status.PASSED
+                                                    for r in ctx.results)
         record.update(status="passed" if passed else "failed", finished_at=iso(utc_now()),
                       duration_s=time.monotonic() - started, release_id=ctx.release_id,
                       promoted_to=ctx.promote_to if passed else None,

@@ -1,16 +1,21 @@
 """latency: closed loop at the spec's concurrency after warm-up; gates from the SLO.
 
-Next to the client's percentiles it records the server's own view of the same
-window (queue vs compute time, formed batch sizes) and the memory of the
-server's process tree after that warm traffic.
+The measurement is split into windows that repeat until throughput and p99
+settle. Next to the client's percentiles it records the server's own view of
+exactly those windows (queue vs compute time, formed batch sizes) and the
+memory of the server's process tree after that warm traffic.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.context import RunContext
-from pipeline.measure import closed_window, load_target
-from pipeline.memory import process_tree_memory
+from pipeline.load import LoadResult
+from pipeline.measure import closed_window, load_target, server_memory
 from pipeline.results import Gate, StageResult
+from pipeline.servers.base import ServerStats
+from pipeline.stability import measure_until_stable
 
 NAME = "latency"
 USES_SERVER = True
@@ -24,18 +29,31 @@ def run(ctx: RunContext) -> StageResult:
     target = load_target(ctx, server)
     closed_window(ctx, server, target, NAME, stage.concurrency, stage.warmup.seconds,
                   f"warm-up at concurrency {stage.concurrency}")
-    before = server.stats()
-    window = closed_window(ctx, server, target, NAME, stage.concurrency, stage.duration.seconds,
-                           f"measuring at concurrency {stage.concurrency}")
-    server_view = server.stats().since(before)
-    ctx.require_server()
-    memory = process_tree_memory(server.process.tree())
-    metrics = {**window.summary(), **server_view.window_metrics(), **memory,
-               "concurrency": float(stage.concurrency), "batch_size": float(stage.batch_size)}
-    budget = slo.queue_budget()
-    metrics["queue_budget_us"] = budget.us
+    stability = stage.stability
+    window_s = stage.duration.seconds / stability.windows
+    snapshots: list[ServerStats] = [server.stats()]
 
-    summary = window.summary()
+    def window(index: int) -> tuple[LoadResult, ServerStats]:
+        result = closed_window(ctx, server, target, NAME, stage.concurrency, window_s,
+                               f"window {index + 1} at concurrency {stage.concurrency}")
+        snapshots.append(server.stats())
+        return result, snapshots[-1]
+
+    outcome = measure_until_stable(window, stability.windows, stability.tolerance.fraction,
+                                   stability.max_windows)
+    measured = outcome.merged()
+    # Counter deltas over exactly the kept windows.
+    server_view = snapshots[-1].since(snapshots[-1 - outcome.kept])
+    ctx.require_server()
+    memory, memory_notes = server_memory(server)
+    summary = measured.summary()
+    metrics = {**summary, **server_view.window_metrics(), **memory,
+               "concurrency": float(stage.concurrency), "batch_size": float(stage.batch_size),
+               "windows": float(len(outcome.windows)), "windows_kept": float(outcome.kept),
+               "stabilised": 1.0 if outcome.stable else 0.0}
+    budget_ms = slo.queue_budget().ms
+    metrics["queue_budget_us"] = budget_ms * 1e3
+
     gates = [Gate.at_most("latency.p99", summary["p99_ms"], slo.p99.ms, "ms")]
     if slo.p95 is not None:
         gates.append(Gate.at_most("latency.p95", summary["p95_ms"], slo.p95.ms, "ms"))
@@ -46,17 +64,36 @@ def run(ctx: RunContext) -> StageResult:
     if slo.min_throughput is not None:
         gates.append(Gate.at_least("latency.throughput", summary["throughput_rps"],
                                    slo.min_throughput.per_second, "/s"))
-    thin = window.thin_percentiles()
-    details = {
-        "errors_by_kind": dict(window.errors),
-        "thin_percentiles": thin,
-        "batch_executions": {str(k): v for k, v in sorted(server_view.batch_executions.items())},
-        "preferred_batch_sizes": spec.server.batching.preferred_batch_sizes,
+    # The latency budget against reality: the queue time the server observed.
+    gates.append(Gate.at_most("latency.server_queue", metrics["server_queue_us"] / 1e3,
+                              budget_ms, "ms"))
+    batches = server_view.batch_executions
+    preferred = spec.server.batching.preferred_batch_sizes
+    reached = {str(size): batches.get(size, 0) > 0 for size in preferred}
+    details: dict[str, Any] = {
+        "errors_by_kind": dict(measured.errors),
+        "thin_percentiles": measured.thin_percentiles(),
+        "batch_executions": {str(k): v for k, v in sorted(batches.items())},
+        "preferred_batch_sizes": preferred,
+        "preferred_reached": reached,
+        "stabilised": outcome.stable,
+        "window_s": window_s,
+        "windows": [{"throughput_rps": w.throughput, "p99_ms": w.percentile_ms(99)}
+                    for w in outcome.windows],
+        "protocol": stage.protocol,
+        **memory_notes,
     }
     message = (f"p50 {summary['p50_ms']:.2f}ms p99 {summary['p99_ms']:.2f}ms at "
                f"{summary['throughput_rps']:.0f}/s, {int(summary['errors'])} errors; server "
                f"queue {metrics['server_queue_us'] / 1e3:.2f}ms, avg batch "
-               f"{metrics['server_avg_batch_size']:.1f}; RSS {memory['server_rss_mb']:.0f} MiB")
-    if "p99" in thin:
+               f"{metrics['server_avg_batch_size']:.1f}")
+    if "server_rss_mb" in memory:
+        message += f"; RSS {memory['server_rss_mb']:.0f} MiB"
+    never = [size for size, hit in reached.items() if not hit]
+    if never:
+        message += f"; preferred batch size(s) {', '.join(never)} never formed"
+    if not outcome.stable:
+        message += f" (not stabilised after {len(outcome.windows)} windows)"
+    if "p99" in measured.thin_percentiles():
         message += f" (p99 from only {int(summary['requests'])} requests)"
     return StageResult.judged(NAME, gates, message, metrics, details)

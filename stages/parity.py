@@ -113,7 +113,7 @@ def run_probes(ctx: RunContext, server: ModelServer) -> tuple[list[Gate], list[d
                 said = reply.text()[:160]
         except http.Unreachable as exc:
             status, said = None, str(exc)
-        ready = server.process.is_running() and server.is_ready()
+        ready = server.alive() and server.is_ready()
         clean = status is not None and 400 <= status < 500 and ready
         observed = f"{status if status is not None else 'no answer'}, " + \
             ("server ready" if ready else "server NOT ready")

@@ -15,7 +15,7 @@ def run(ctx: RunContext) -> StageResult:
     timeout = ctx.loaded.spec.stages.readiness.timeout
     cold_start = server.wait_ready(timeout.seconds)
     ctx.cold_start_s = cold_start
-    memory = process_tree_memory(server.process.tree())
+    memory = process_tree_memory(server.process_tree())
     metrics = {"cold_start_s": cold_start,
                "cold_rss_mb": memory["server_rss_mb"]}
     return StageResult(NAME, Status.PASSED,

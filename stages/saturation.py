@@ -61,7 +61,7 @@ def run(ctx: RunContext) -> StageResult:
                   Phase("burst", burst.rate.per_second, burst.duration.seconds),
                   Phase("after", base, after)]
         outcome = open_window(ctx, server, target, NAME, phases,
-                              f"burst {burst.rate} for {burst.duration}")
+                              f"burst {burst.rate} for {burst.duration}", burst.arrivals)
         during = outcome.phases["burst"].summary()
         before = outcome.phases["before"].summary()
         metrics.update(burst_rate_rps=burst.rate.per_second, burst_base_rate_rps=base,

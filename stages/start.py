@@ -29,14 +29,15 @@ def run(ctx: RunContext) -> StageResult:
     ctx.resources.callback(server.stop)
     server.start()
     ctx.server = server
+    process = server.process
+    assert process is not None
     deadline = time.monotonic() + EARLY_EXIT_WATCH_S
     while time.monotonic() < deadline:
-        if not server.process.is_running():
+        if not server.alive():
             raise ServerError(f"the server exited at start: {server.describe_death()}")
         time.sleep(0.05)
     shown = " ".join(f"{name}:{port}" for name, port in ports.items())
     return StageResult(
-        NAME, Status.PASSED, f"{kind.name} pid {server.process.pid} on 127.0.0.1 {shown}",
-        details={"pid": server.process.pid, "ports": ports,
-                 "log": str(server.process.log_path)},
+        NAME, Status.PASSED, f"{kind.name} pid {process.pid} on 127.0.0.1 {shown}",
+        details={"pid": process.pid, "ports": ports, "log": str(process.log_path)},
     )

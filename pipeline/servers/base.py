@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import psutil
+
 from pipeline import http
 from pipeline.config import LoadedSpec, ProbeName
+from pipeline.grpc_wire import GrpcRequest
 from pipeline.process import ManagedProcess
 from pipeline.tensors import Array, Batch
 
@@ -55,12 +59,16 @@ class ModelServer(Protocol):
     def model_name(self) -> str: ...
 
     @property
-    def process(self) -> ManagedProcess: ...
+    def process(self) -> ManagedProcess | None: ...
 
     @property
     def ports(self) -> Mapping[str, int]: ...
 
     def start(self) -> None: ...
+
+    def alive(self) -> bool: ...
+
+    def process_tree(self) -> list[psutil.Process]: ...
 
     def stop(self) -> None: ...
 
@@ -77,6 +85,8 @@ class ModelServer(Protocol):
     def decode_outputs(self, response: http.Response) -> dict[str, Array]: ...
 
     def probe_request(self, probe: ProbeName) -> HttpRequest: ...
+
+    def grpc_request(self, batch: Batch) -> GrpcRequest | None: ...
 
 
 class ServerKind(Protocol):
@@ -99,3 +109,24 @@ class ServerKind(Protocol):
 def send(request: HttpRequest, timeout_s: float) -> http.Response:
     return http.call(request.method, request.url, request.body, request.headers,
                      timeout_s=timeout_s)
+
+
+class RemoteLiveness:
+    """Whether a server we did not start still answers; asked at most once a second."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.headers = headers or {}
+        self.checked = 0.0
+        self.answering = True
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now - self.checked >= 1.0:
+            self.checked = now
+            try:
+                http.call("GET", self.url, headers=self.headers, timeout_s=2.0)
+                self.answering = True
+            except http.Unreachable:
+                self.answering = False
+        return self.answering

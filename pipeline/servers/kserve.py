@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from tritonclient.grpc import service_pb2
 from tritonclient.http import InferenceServerClient, InferInput, InferRequestedOutput
 
 from pipeline.config import ModelSpec, ProbeName
+from pipeline.grpc_wire import GrpcRequest
 from pipeline.servers.base import HttpRequest
 from pipeline.tensors import WIRE_DTYPES, Array, Batch
 
@@ -31,6 +33,19 @@ def encode_infer(base_url: str, model: str, batch: Batch, dtypes: Mapping[str, s
     if json_size is not None:
         headers["Inference-Header-Content-Length"] = str(json_size)
     return HttpRequest("POST", f"{base_url}/v2/models/{model}/infer", bytes(body), headers)
+
+
+def grpc_infer(target: str, model: str, batch: Batch, dtypes: Mapping[str, str],
+               output_names: list[str]) -> GrpcRequest:
+    """A ModelInfer call with raw tensor contents, serialized once."""
+    request = service_pb2.ModelInferRequest(model_name=model)
+    for name, array in batch.items():
+        request.inputs.add(name=name, datatype=WIRE_DTYPES[dtypes[name]], shape=list(array.shape))
+        request.raw_input_contents.append(np.ascontiguousarray(array).tobytes())
+    for name in output_names:
+        request.outputs.add(name=name)
+    return GrpcRequest(target, "/inference.GRPCInferenceService/ModelInfer",
+                       request.SerializeToString())
 
 
 def decode_outputs(body: bytes, headers: Mapping[str, str]) -> dict[str, Array]:

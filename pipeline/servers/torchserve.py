@@ -23,14 +23,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline import http
 from pipeline.config import LoadedSpec, ProbeName, Spec
 from pipeline.digest import canonical_json, sha256_bytes, sha256_file
 from pipeline.errors import PipelineError, ServerError
+from pipeline.grpc_wire import GrpcRequest
 from pipeline.process import ManagedProcess
-from pipeline.servers.base import BuiltArtifact, HttpRequest, ServerStats
+from pipeline.servers.base import BuiltArtifact, HttpRequest, RemoteLiveness, ServerStats
 from pipeline.servers.mar import build_mar, read_member
 from pipeline.tensors import NUMPY_DTYPES, Array, Batch
 
@@ -202,88 +204,61 @@ _TELLING = (
 )
 
 
-class TorchServeServer:
+class TorchServeEndpoint:
+    """A TorchServe reached over its HTTP APIs; started by us or already running."""
+
     kind = "torchserve"
 
-    def __init__(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
-                 run_dir: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, loaded: LoadedSpec, inference_url: str, management_url: str,
+                 metrics_url: str, key_file: Path | None) -> None:
         self.spec = loaded.spec
         self.model_name = loaded.spec.name
-        self.ports = dict(ports)
-        self.home = run_dir / "torchserve"
-        for folder in ("logs", "store"):
-            (self.home / folder).mkdir(parents=True, exist_ok=True)
-        # Worker sockets live in $TEMP and AF_UNIX paths are limited to ~107 bytes: a short,
-        # private temp folder rather than one under a possibly deep run folder.
-        self.scratch = Path(tempfile.mkdtemp(prefix="sp-ts-"))
-        shutil.copyfile(artifact.archive, self.home / "store" / f"{self.model_name}.mar")
-        config = self.home / "config.properties"
-        config.write_text(render_properties(loaded.spec, ports, str(self.home / "store"),
-                                            loopback_only=True))
-        self.inference_url = f"http://127.0.0.1:{ports['inference']}"
-        self.management_url = f"http://127.0.0.1:{ports['management']}"
-        self.metrics_url = f"http://127.0.0.1:{ports['metrics']}"
-        launcher = Path(sys.executable).parent / "torchserve"
-        argv = [str(launcher), "--start", "--foreground", "--ncs", "--ts-config", str(config),
-                "--model-store", str(self.home / "store")]
-        child_env = {k: v for k, v in env.items() if k != "TS_CONFIG_FILE"}
-        child_env.update(
-            PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
-            TMPDIR=str(self.scratch), TEMP=str(self.scratch),
-            LOG_LOCATION=str(self.home / "logs"), METRICS_LOCATION=str(self.home / "logs"))
-        self.process = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home)
+        self.inference_url = inference_url.rstrip("/")
+        self.management_url = management_url.rstrip("/")
+        self.metrics_url = metrics_url.rstrip("/")
+        self.key_file = key_file
+        self.ports: dict[str, int] = {}
+        self.process: ManagedProcess | None = None
         self._keys: dict[str, str] | None = None
+        self._answering = RemoteLiveness(f"{self.metrics_url}/metrics")
 
     def start(self) -> None:
-        self.process.start()
+        """Nothing to start: the server is already running."""
 
     def stop(self) -> None:
-        self.process.stop()
-        # The keys must not outlive the server; nor its pid file, worker sockets and
-        # extracted models (all under its private TMPDIR).
-        (self.home / "key_file.json").unlink(missing_ok=True)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        """Not ours to stop."""
 
-    # ---- keys and logs
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.is_running()
+        return self._answering()
+
+    def process_tree(self) -> list[psutil.Process]:
+        return self.process.tree() if self.process is not None else []
+
+    def describe_death(self) -> str:
+        return f"TorchServe at {self.inference_url} stopped answering"
+
+    def log_excerpt(self) -> str:
+        return f"{self.management_url} did not report the workers READY"
+
+    def _worker_failures(self) -> int:
+        return 0
 
     def _key(self, api: str) -> str:
+        if self.key_file is None:
+            return ""
         if self._keys is None:
-            path = self.home / "key_file.json"
             try:
-                body = json.loads(path.read_text())
+                body = json.loads(self.key_file.read_text())
             except (FileNotFoundError, ValueError):
-                raise ServerError("TorchServe has not written key_file.json yet") from None
+                raise ServerError(f"no readable TorchServe key file at {self.key_file}") from None
             self._keys = {name: str(body[name]["key"]) for name in ("inference", "management")}
         return str(self._keys[api])
 
     def _auth(self, api: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._key(api)}"}
-
-    def log_excerpt(self) -> str:
-        texts = []
-        for path in (self.process.log_path, self.home / "logs" / "ts_log.log",
-                     self.home / "logs" / "model_log.log"):
-            try:
-                texts.append(path.read_text(errors="replace"))
-            except FileNotFoundError:
-                continue
-        joined = "\n".join(texts)
-        for pattern in _TELLING:
-            found = [match.group(0) for match in pattern.finditer(joined)]
-            if found:
-                return "log: " + found[-1].strip()[:300]
-        return "last log lines: " + " | ".join(self.process.log_tail(6))
-
-    def describe_death(self) -> str:
-        return f"torchserve {self.process.describe_exit()}; {self.log_excerpt()}"
-
-    def _worker_failures(self) -> int:
-        """How often a worker failed to come up (TorchServe retries forever)."""
-        try:
-            text = (self.home / "logs" / "ts_log.log").read_text(errors="replace")
-        except FileNotFoundError:
-            return 0
-        return text.count("Backend worker process died")
+        key = self._key(api)
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     # ---- health
 
@@ -304,15 +279,16 @@ class TorchServeServer:
             all(worker.get("status") == "READY" for worker in workers)
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.2) -> float:
+        started = self.process.started_at if self.process is not None else time.monotonic()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if not self.process.is_running():
+            if not self.alive():
                 raise ServerError(f"torchserve died before it was ready: {self.describe_death()}")
             if self._worker_failures() >= 2 * self.spec.server.instances:
                 raise ServerError(f"TorchServe workers keep dying while they load the model "
                                   f"(TorchServe retries forever): {self.log_excerpt()}")
             if self.is_ready(timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
-                return time.monotonic() - self.process.started_at
+                return time.monotonic() - started
             time.sleep(poll_s)
         raise ServerError(f"torchserve workers not READY within {timeout_s:g}s "
                           f"(model '{self.model_name}'); {self.log_excerpt()}")
@@ -371,6 +347,82 @@ class TorchServeServer:
         return HttpRequest("POST", f"{self.inference_url}/predictions/{name}",
                            json.dumps({"inputs": inputs}).encode(),
                            {"Content-Type": "application/json", **self._auth("inference")})
+
+    def grpc_request(self, batch: Batch) -> GrpcRequest | None:
+        """TorchServe's gRPC API is not measured (validate refuses protocol: grpc)."""
+        return None
+
+
+
+
+class TorchServeServer(TorchServeEndpoint):
+    """A local TorchServe, isolated in its own folder, temp folder and loopback ports."""
+
+    def __init__(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
+                 run_dir: Path, env: Mapping[str, str]) -> None:
+        home = run_dir / "torchserve"
+        super().__init__(loaded, f"http://127.0.0.1:{ports['inference']}",
+                         f"http://127.0.0.1:{ports['management']}",
+                         f"http://127.0.0.1:{ports['metrics']}", home / "key_file.json")
+        self.ports = dict(ports)
+        self.home = home
+        for folder in ("logs", "store"):
+            (self.home / folder).mkdir(parents=True, exist_ok=True)
+        # Worker sockets live in $TEMP and AF_UNIX paths are limited to ~107 bytes: a short,
+        # private temp folder rather than one under a possibly deep run folder.
+        self.scratch = Path(tempfile.mkdtemp(prefix="sp-ts-"))
+        shutil.copyfile(artifact.archive, self.home / "store" / f"{self.model_name}.mar")
+        config = self.home / "config.properties"
+        config.write_text(render_properties(loaded.spec, ports, str(self.home / "store"),
+                                            loopback_only=True))
+        launcher = Path(sys.executable).parent / "torchserve"
+        argv = [str(launcher), "--start", "--foreground", "--ncs", "--ts-config", str(config),
+                "--model-store", str(self.home / "store")]
+        child_env = {k: v for k, v in env.items() if k != "TS_CONFIG_FILE"}
+        child_env.update(
+            PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+            TMPDIR=str(self.scratch), TEMP=str(self.scratch),
+            LOG_LOCATION=str(self.home / "logs"), METRICS_LOCATION=str(self.home / "logs"))
+        self.local = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home)
+        self.process = self.local
+
+    def start(self) -> None:
+        self.local.start()
+
+    def stop(self) -> None:
+        self.local.stop()
+        # The keys must not outlive the server; nor its pid file, worker sockets and
+        # extracted models (all under its private TMPDIR).
+        (self.home / "key_file.json").unlink(missing_ok=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # ---- keys and logs
+
+    def log_excerpt(self) -> str:
+        texts = []
+        for path in (self.local.log_path, self.home / "logs" / "ts_log.log",
+                     self.home / "logs" / "model_log.log"):
+            try:
+                texts.append(path.read_text(errors="replace"))
+            except FileNotFoundError:
+                continue
+        joined = "\n".join(texts)
+        for pattern in _TELLING:
+            found = [match.group(0) for match in pattern.finditer(joined)]
+            if found:
+                return "log: " + found[-1].strip()[:300]
+        return "last log lines: " + " | ".join(self.local.log_tail(6))
+
+    def describe_death(self) -> str:
+        return f"torchserve {self.local.describe_exit()}; {self.log_excerpt()}"
+
+    def _worker_failures(self) -> int:
+        """How often a worker failed to come up (TorchServe retries forever)."""
+        try:
+            text = (self.home / "logs" / "ts_log.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return 0
+        return text.count("Backend worker process died")
 
 
 class TorchServeKind:

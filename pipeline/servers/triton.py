@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
@@ -23,9 +24,10 @@ from pipeline import http
 from pipeline.config import LoadedSpec, ProbeName, Spec
 from pipeline.digest import deterministic_tar, sha256_bytes, sha256_file
 from pipeline.errors import PipelineError, ServerError
+from pipeline.grpc_wire import GrpcRequest
 from pipeline.process import ManagedProcess
 from pipeline.servers import kserve
-from pipeline.servers.base import BuiltArtifact, HttpRequest, ServerStats
+from pipeline.servers.base import BuiltArtifact, HttpRequest, RemoteLiveness, ServerStats
 from pipeline.tensors import Array, Batch, config_dtype
 
 ASSETS = Path(__file__).parent / "assets"
@@ -281,50 +283,36 @@ def _error_text(line: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class TritonServer:
-    """A local tritonserver process serving one model repository on loopback."""
+class TritonEndpoint:
+    """A Triton server reached over HTTP (and gRPC); started by us or already running."""
 
     kind = "triton"
 
-    def __init__(self, installation: TritonInstallation, repository: Path, loaded: LoadedSpec,
-                 ports: Mapping[str, int], run_dir: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, loaded: LoadedSpec, base_url: str, grpc_target: str | None) -> None:
         self.spec = loaded.spec
         self.model_name = loaded.spec.name
-        self.ports = dict(ports)
-        self.base_url = f"http://127.0.0.1:{ports['http']}"
-        backends = installation.prepare_backends(run_dir / "triton-backends")
-        argv = [
-            str(installation.binary),
-            f"--model-repository={repository}",
-            f"--backend-directory={backends}",
-            "--http-address=127.0.0.1", f"--http-port={ports['http']}",
-            "--grpc-address=127.0.0.1", f"--grpc-port={ports['grpc']}",
-            "--metrics-address=127.0.0.1", f"--metrics-port={ports['metrics']}",
-            "--allow-gpu-metrics=false", "--allow-cpu-metrics=true",
-            "--allow-sagemaker=false", "--allow-vertex-ai=false",
-            "--exit-on-error=true", "--strict-readiness=true",
-            # The repository API stays off: the model set is fixed by the release.
-            "--model-control-mode=none",
-        ]
-        self.process = ManagedProcess(argv, run_dir / "server.log",
-                                      installation.environment(env), cwd=run_dir)
+        self.base_url = base_url.rstrip("/")
+        self.grpc_target = grpc_target
+        self.ports: dict[str, int] = {}
+        self.process: ManagedProcess | None = None
+        self._answering = RemoteLiveness(f"{self.base_url}/v2/health/live")
 
     def start(self) -> None:
-        self.process.start()
+        """Nothing to start: the server is already running."""
 
     def stop(self) -> None:
-        self.process.stop()
+        """Not ours to stop."""
+
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.is_running()
+        return self._answering()
+
+    def process_tree(self) -> list[psutil.Process]:
+        return self.process.tree() if self.process is not None else []
 
     def describe_death(self) -> str:
-        return f"tritonserver {self.process.describe_exit()}; {self.log_excerpt()}"
-
-    def log_excerpt(self) -> str:
-        """The log's most telling error (a model that failed to load), else its last lines."""
-        errors = [line for line in self.process.log_tail(400) if _is_real_error(line)]
-        if errors:
-            preferred = [e for e in errors if "failed to load" in e] or errors
-            return "log: " + _error_text(preferred[0])
-        return "last log lines: " + " | ".join(self.process.log_tail(6))
+        return f"the server at {self.base_url} stopped answering"
 
     def is_ready(self, timeout_s: float = 2.0) -> bool:
         try:
@@ -337,16 +325,20 @@ class TritonServer:
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.1) -> float:
         """Seconds from process start to ready; ServerError with the log on death or deadline."""
+        started = self.process.started_at if self.process is not None else time.monotonic()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if not self.process.is_running():
+            if not self.alive():
                 raise ServerError(f"tritonserver died before it was ready: "
                                   f"{self.describe_death()}")
             if self.is_ready(timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
-                return time.monotonic() - self.process.started_at
+                return time.monotonic() - started
             time.sleep(poll_s)
         raise ServerError(f"tritonserver not ready within {timeout_s:g}s "
                           f"(model '{self.model_name}'); {self.log_excerpt()}")
+
+    def log_excerpt(self) -> str:
+        return f"{self.base_url} did not report ready"
 
     def stats(self) -> TritonStats:
         url = f"{self.base_url}/v2/models/{self.model_name}/stats"
@@ -367,9 +359,60 @@ class TritonServer:
     def decode_outputs(self, response: http.Response) -> dict[str, Array]:
         return kserve.decode_outputs(response.body, response.headers)
 
+    def grpc_request(self, batch: Batch) -> GrpcRequest | None:
+        if self.grpc_target is None:
+            return None
+        return kserve.grpc_infer(self.grpc_target, self.model_name, batch,
+                                 {t.name: t.dtype for t in self.spec.model.inputs},
+                                 [t.name for t in self.spec.model.outputs])
+
     def probe_request(self, probe: ProbeName) -> HttpRequest:
         return kserve.probe_request(self.base_url, self.model_name, self.spec.model,
                                     self.spec.server.batching.max_batch_size, probe)
+
+
+class TritonServer(TritonEndpoint):
+    """A local tritonserver process serving one model repository on loopback."""
+
+    def __init__(self, installation: TritonInstallation, repository: Path, loaded: LoadedSpec,
+                 ports: Mapping[str, int], run_dir: Path, env: Mapping[str, str]) -> None:
+        super().__init__(loaded, f"http://127.0.0.1:{ports['http']}",
+                         f"127.0.0.1:{ports['grpc']}")
+        self.ports = dict(ports)
+        backends = installation.prepare_backends(run_dir / "triton-backends")
+        argv = [
+            str(installation.binary),
+            f"--model-repository={repository}",
+            f"--backend-directory={backends}",
+            "--http-address=127.0.0.1", f"--http-port={ports['http']}",
+            "--grpc-address=127.0.0.1", f"--grpc-port={ports['grpc']}",
+            "--metrics-address=127.0.0.1", f"--metrics-port={ports['metrics']}",
+            "--allow-gpu-metrics=false", "--allow-cpu-metrics=true",
+            "--allow-sagemaker=false", "--allow-vertex-ai=false",
+            "--exit-on-error=true", "--strict-readiness=true",
+            # The repository API stays off: the model set is fixed by the release.
+            "--model-control-mode=none",
+        ]
+        self.local = ManagedProcess(argv, run_dir / "server.log",
+                                    installation.environment(env), cwd=run_dir)
+        self.process = self.local
+
+    def start(self) -> None:
+        self.local.start()
+
+    def stop(self) -> None:
+        self.local.stop()
+
+    def describe_death(self) -> str:
+        return f"tritonserver {self.local.describe_exit()}; {self.log_excerpt()}"
+
+    def log_excerpt(self) -> str:
+        """The log's most telling error (a model that failed to load), else its last lines."""
+        errors = [line for line in self.local.log_tail(400) if _is_real_error(line)]
+        if errors:
+            preferred = [e for e in errors if "failed to load" in e] or errors
+            return "log: " + _error_text(preferred[0])
+        return "last log lines: " + " | ".join(self.local.log_tail(6))
 
 
 class TritonKind:
