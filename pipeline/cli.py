@@ -19,7 +19,14 @@ from rich.text import Text
 
 from pipeline.config import LoadedSpec, json_schema, load_spec
 from pipeline.context import RunContext
-from pipeline.errors import Interrupted, PipelineError, PipelineFailed, PolicyError, UsageError
+from pipeline.errors import (
+    Interrupted,
+    PipelineError,
+    PipelineFailed,
+    PolicyError,
+    SpecError,
+    UsageError,
+)
 from pipeline.fsck import verify_store
 from pipeline.live import LiveView
 from pipeline.model_source import resolve_model_source
@@ -27,6 +34,7 @@ from pipeline.promotion import CheckedPromotion, approve, check_promotion, promo
 from pipeline.record import load_run_record, runs_dir
 from pipeline.release import list_releases, read_manifest, read_pointer, rollback
 from pipeline.report import render_terminal
+from pipeline.report_formats import Format, baseline_for, render
 from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
 from pipeline.servers.base import ModelServer
 from pipeline.servers.torchserve import TorchServeEndpoint
@@ -101,7 +109,8 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
             raise Interrupted(f"interrupted: the server was stopped and nothing was promoted "
                               f"(record: {run_dir / 'record.json'})") from None
     out.print(render_terminal(record))
-    out.print(f"record: {run_dir / 'record.json'}")
+    _write_reports(loaded, record, run_dir)
+    out.print(f"record: {run_dir / 'record.json'}  report: {run_dir / 'report.html'}")
     if record["status"] != "passed":
         failed = [s for s in record["stages"] if s["status"] == "failed"]
         reason = f"{failed[0]['name']}: {failed[0]['message']}" if failed else "not all passed"
@@ -263,15 +272,29 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
 @app.command()
 def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID")],
            file: SpecFile = DEFAULT_SPEC,
-           output: Annotated[Literal["terminal", "json"], typer.Option("--format")] = "terminal",
+           output: Annotated[Format, typer.Option(
+               "--format", help="terminal, json, html (one offline file), svg, markdown "
+               "(also appended to $GITHUB_STEP_SUMMARY when set)")] = "terminal",
            ) -> None:
     """Show a run's record, or the record a release was verified with."""
     loaded = _load(file, None)
     record = _find_record(loaded, identifier)
-    if output == "json":
-        sys.stdout.write(json.dumps(record, indent=2) + "\n")
-    else:
+    if output == "terminal":
         out.print(render_terminal(record))
+        return
+    baseline = baseline_for(store_for(loaded), loaded.spec.name, record) \
+        if output in ("html", "markdown") else None
+    text = render(record, output, baseline)
+    sys.stdout.write(text)
+    if output == "markdown":
+        _job_summary(text)
+
+
+def _job_summary(markdown: str) -> None:
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with Path(summary).open("a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")
 
 
 store_app = typer.Typer(help="Inspect the release store.", no_args_is_help=True)
@@ -337,6 +360,18 @@ def releases_command(file: SpecFile = DEFAULT_SPEC,
     out.print(table)
 
 
+def _write_reports(loaded: LoadedSpec, record: dict[str, Any], run_dir: Path) -> None:
+    """report.html beside the record (after the run: never inside a measurement window),
+    and the job summary when running in GitHub Actions."""
+    try:
+        baseline = baseline_for(store_for(loaded), loaded.spec.name, record)
+    except PipelineError:
+        baseline = None
+    (run_dir / "report.html").write_text(render(record, "html", baseline), encoding="utf-8")
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        _job_summary(render(record, "markdown", baseline))
+
+
 def _find_record(loaded: LoadedSpec, identifier: str) -> dict[str, Any]:
     if (runs_dir(loaded.workspace) / identifier / "record.json").is_file():
         return load_run_record(loaded.workspace, identifier)
@@ -358,6 +393,20 @@ def _find_record(loaded: LoadedSpec, identifier: str) -> dict[str, Any]:
             "stages": verification["stages"]}
 
 
+def _annotate(exc: PipelineError) -> None:
+    """Workflow commands GitHub shows on the file and line of a spec error."""
+    def escape(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    if isinstance(exc, SpecError):
+        for issue in exc.issues:
+            where = f"file={escape(issue.file)},line={issue.line},col={issue.column}"
+            key = f"{issue.path}: " if issue.path else ""
+            sys.stdout.write(f"::error {where}::{escape(key + issue.message)}\n")
+    else:
+        sys.stdout.write(f"::error::{escape(str(exc))}\n")
+
+
 def _terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -371,6 +420,8 @@ def main(argv: list[str] | None = None) -> None:
     except PipelineError as exc:
         for line in exc.lines():
             err.print(Text.assemble(("error: ", "bold red"), line), soft_wrap=True)
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            _annotate(exc)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted")

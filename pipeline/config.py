@@ -281,6 +281,18 @@ class SaturationStage(StrictModel):
         "A low -> high -> low rate test; reports p99 during the burst and the drain time."))
 
 
+class RegressionStage(StrictModel):
+    gate: bool = Field(default=False, description=(
+        "Fail the publish (nothing is released or promoted) when a metric below is worse "
+        "than in the release live in the target environment by more than the tolerance."))
+    tolerance: PercentageField = Field(default=Percentage(0.1, "10%"), description=(
+        "How much worse a metric may get before it counts as a regression."))
+    metrics: list[str] = Field(default_factory=lambda: [
+        "latency.p99_ms", "latency.p95_ms", "latency.throughput_rps", "latency.error_rate",
+        "saturation.knee_throughput_rps"], description=(
+        "stage.metric names that the gate watches (the report compares all of them)."))
+
+
 class StagesSpec(StrictModel):
     readiness: ReadinessStage = Field(default_factory=ReadinessStage,
                                       description="Waiting for the server to be ready.")
@@ -292,6 +304,8 @@ class StagesSpec(StrictModel):
                                   description="Fixed-concurrency latency window.")
     saturation: SaturationStage = Field(default_factory=SaturationStage,
                                         description="Knee search and burst.")
+    regression: RegressionStage = Field(default_factory=RegressionStage, description=(
+        "Comparison with the release live in the target environment (in publish)."))
 
 
 class PublishSpec(StrictModel):

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from pipeline import __version__
 from pipeline.context import RunContext
 from pipeline.errors import PipelineError, UsageError
+from pipeline.provenance import git_state
 from pipeline.record import write_record
 from pipeline.release import iso, utc_now
 from pipeline.results import StageResult, Status
@@ -109,6 +110,8 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
         "stages": [], "release_id": None, "promoted_to": None, "interrupted": False,
         "teardown_s": None,
         "selected_stages": sorted(selected) if selected is not None else None,
+        "git": git_state(ctx.loaded.workspace),
+        "model": None,
     }
     record_path = ctx.run_dir / "record.json"
     failure: str | None = None
@@ -155,6 +158,10 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
         passed = all(r.status in (Status.PASSED, Status.SKIPPED) for r in ctx.results) and \
             len(ctx.results) == len(STAGES) and any(r.status is Status.PASSED
                                                     for r in ctx.results)
+        if ctx.model_source is not None:
+            record["model"] = {"source": ctx.model_source.description,
+                               "provenance": ctx.model_source.provenance,
+                               "sha256": ctx.build.model_digest if ctx.build else None}
         record.update(status="passed" if passed else "failed", finished_at=iso(utc_now()),
                       duration_s=time.monotonic() - started, release_id=ctx.release_id,
                       promoted_to=ctx.promote_to if passed else None,

@@ -7,9 +7,10 @@ from typing import Any
 from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.promotion import approve, commit_promotion
+from pipeline.regression import live_verification, regression_gates
 from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
-from pipeline.results import StageResult, Status
-from pipeline.store import store_for
+from pipeline.results import Gate, StageResult, Status
+from pipeline.store import Store, store_for
 
 NAME = "publish"
 
@@ -50,12 +51,38 @@ def _promote_verified(ctx: RunContext) -> StageResult:
                                                        "release_id": ctx.release_id})
 
 
+def _against_live(ctx: RunContext, store: Store) -> tuple[list[Gate], dict[str, Any]]:
+    """Deltas against the release live in the target environment; gates if the spec asks."""
+    environment = ctx.promote_to or ctx.loaded.environment
+    if environment is None:
+        return [], {}
+    live = live_verification(store, ctx.loaded.spec.name, environment)
+    if live is None:
+        return [], {"comparison": {"environment": environment, "baseline_release_id": None}}
+    release_id, baseline = live
+    record = {"stages": [r.to_json() for r in ctx.results],
+              "server": {"kind": ctx.loaded.spec.server.kind}}
+    settings = ctx.loaded.spec.stages.regression
+    gates, deltas = regression_gates(record, baseline, settings)
+    regressed = [f"{d.stage}.{d.metric} {d.change_text}" for d in deltas if d.regressed]
+    details = {"comparison": {"environment": environment, "baseline_release_id": release_id,
+                              "tolerance": settings.tolerance.fraction,
+                              "regressions": regressed}}
+    return (gates if settings.gate else []), details
+
+
 def run(ctx: RunContext) -> StageResult:
     if ctx.promotion is not None:
         return _promote_verified(ctx)
     spec = ctx.loaded.spec
     build = ctx.require_build()
     store = store_for(ctx.loaded)
+    gates, comparison = _against_live(ctx, store)
+    if any(not gate.passed for gate in gates):
+        result = StageResult.judged(NAME, gates, "", details=comparison)
+        result.message = ("regression against the live release: " + result.message +
+                          "; nothing was published")
+        return result
     spec_bytes = ctx.loaded.canonical_json().encode()
     verification = canonical_json({"run_id": ctx.run_id,
                                    "stages": [r.to_json() for r in ctx.results]})
@@ -70,7 +97,8 @@ def run(ctx: RunContext) -> StageResult:
     ctx.progress(NAME, 0, 1, f"uploading {len(files)} blobs to {store.url}")
     outcome = publish_release(store, spec.name, files, manifest_body(ctx), utc_now())
     ctx.release_id = outcome.release_id
-    details: dict[str, Any] = {"store": store.url, "release_id": outcome.release_id}
+    details: dict[str, Any] = {"store": store.url, "release_id": outcome.release_id,
+                               **comparison}
     message = (f"release {outcome.release_id}: {outcome.uploaded_blobs} blobs uploaded "
                f"({outcome.uploaded_bytes / 1024:.0f} KiB), {outcome.skipped_blobs} already "
                "present")
@@ -84,7 +112,10 @@ def run(ctx: RunContext) -> StageResult:
         details["event"] = event
         previous = event["previous_release_id"] or "nothing"
         message += f"; {ctx.promote_to} now points at it (was {previous})"
-    return StageResult(NAME, Status.PASSED, message,
+    regressions = comparison.get("comparison", {}).get("regressions")
+    if regressions:
+        message += f"; worse than the live release: {', '.join(regressions[:4])}"
+    return StageResult(NAME, Status.PASSED, message, gates=gates,
                        metrics={"uploaded_blobs": float(outcome.uploaded_blobs),
                                 "uploaded_bytes": float(outcome.uploaded_bytes),
                                 "skipped_blobs": float(outcome.skipped_blobs)},

@@ -1,0 +1,226 @@
+"""Small inline SVG charts for the HTML report: pure functions, no state, no JS.
+
+Charts are built as ElementTree elements so every label is escaped by the serializer;
+`to_svg` gives the standalone text (with the SVG namespace) when a string is wanted.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+SVG_NS = "http://www.w3.org/2000/svg"
+INK = "#1f2328"
+MUTED = "#656d76"
+GRID = "#e6e9ed"
+PASS = "#1a7f37"
+FAIL = "#cf222e"
+BAR = "#6e7f96"
+PREFERRED = "#2f81f7"
+
+
+@dataclass(frozen=True)
+class Margins:
+    left: float = 56
+    right: float = 20
+    top: float = 22
+    bottom: float = 46
+
+
+@dataclass(frozen=True)
+class ChartPoint:
+    x: float
+    y: float
+    ok: bool
+    label: str
+
+
+def _num(value: float) -> str:
+    return f"{value:.1f}".removesuffix(".0")
+
+
+def _el(parent: ET.Element, tag: str, text: str | None = None,
+        **attrs: str | float) -> ET.Element:
+    # Python names cannot hold "-" or be "class": stroke_width → stroke-width, class_ → class.
+    element = ET.SubElement(parent, tag, {key.rstrip("_").replace("_", "-"): _num(value)
+                                          if isinstance(value, float | int) else value
+                                          for key, value in attrs.items()})
+    if text is not None:
+        element.text = text
+    return element
+
+
+def _root(chart_id: str, width: float, height: float, title: str) -> ET.Element:
+    svg = ET.Element("svg", {"id": chart_id, "viewBox": f"0 0 {_num(width)} {_num(height)}",
+                             "width": _num(width), "height": _num(height), "role": "img",
+                             "aria-label": title, "font-size": "12"})
+    _el(svg, "title", title)
+    return svg
+
+
+def _empty(chart_id: str, width: float, title: str, message: str) -> ET.Element:
+    """A short placeholder that keeps the chart's id in the page."""
+    svg = _root(chart_id, width, 40, title)
+    _el(svg, "text", message, x=width / 2, y=24, text_anchor="middle", fill=MUTED)
+    return svg
+
+
+def nice_step(span: float, count: int = 5) -> float:
+    """A 1, 2, 2.5 or 5 × 10^k step that divides `span` into about `count` intervals."""
+    raw = span / max(count, 1)
+    if raw <= 0:
+        return 1.0
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    return next(factor * magnitude for factor in (1.0, 2.0, 2.5, 5.0, 10.0)
+                if factor * magnitude >= raw)
+
+
+def ticks(maximum: float, count: int = 5) -> list[float]:
+    """Ticks from 0 up to the first multiple of a nice step at or above `maximum`."""
+    step = nice_step(maximum, count)
+    top = max(1, math.ceil(maximum / step - 1e-9))
+    return [step * index for index in range(top + 1)]
+
+
+def _tick_text(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 or value.is_integer() else f"{value:g}"
+
+
+class Scale:
+    """Linear map from a data interval to a pixel interval (pixels may run downwards)."""
+
+    def __init__(self, low: float, high: float, start: float, end: float) -> None:
+        self.low, self.high, self.start, self.end = low, high, start, end
+
+    def __call__(self, value: float) -> float:
+        span = self.high - self.low or 1.0
+        return self.start + (value - self.low) / span * (self.end - self.start)
+
+
+def _y_axis(svg: ET.Element, levels: list[float], y_of: Scale, left: float,
+            right: float) -> None:
+    for level in levels:
+        y = y_of(level)
+        _el(svg, "line", x1=left, x2=right, y1=y, y2=y, stroke=GRID)
+        _el(svg, "text", _tick_text(level), x=left - 6, y=y + 4, text_anchor="end", fill=MUTED)
+
+
+def batch_chart(executions: Mapping[int, int], preferred: Collection[int], *,
+                chart_id: str = "batch-chart", width: float = 560,
+                height: float = 220) -> ET.Element:
+    """Executions per formed batch size; preferred sizes in blue, a dashed stub where a
+    preferred size never formed."""
+    margins = Margins(left=60, bottom=40)
+    sizes = sorted(set(executions) | set(preferred))
+    if not sizes:
+        return _empty(chart_id, width, "Batch executions by batch size", "no batch statistics")
+    svg = _root(chart_id, width, height, "Batch executions by batch size")
+    levels = ticks(max([*executions.values(), 1]), 4)
+    bottom, top = height - margins.bottom, margins.top
+    y_of = Scale(0, levels[-1], bottom, top)
+    _y_axis(svg, levels, y_of, margins.left, width - margins.right)
+    band = (width - margins.left - margins.right) / len(sizes)
+    bar_width = min(44.0, band * 0.72)
+    for index, size in enumerate(sizes):
+        count = executions.get(size, 0)
+        center = margins.left + band * (index + 0.5)
+        is_preferred = size in preferred
+        group = _el(svg, "g", class_="bar preferred" if is_preferred else "bar")
+        _el(group, "title", f"batch size {size}: {count:,} executions"
+            + (" (preferred)" if is_preferred else ""))
+        if count == 0 and is_preferred:
+            _el(group, "rect", x=center - bar_width / 2, y=bottom - 14, width=bar_width,
+                height=14, fill="none", stroke=PREFERRED, stroke_dasharray="3 2")
+            _el(group, "text", "none", x=center, y=bottom - 18, text_anchor="middle",
+                fill=PREFERRED, font_size=10)
+        else:
+            bar_top = y_of(count)
+            _el(group, "rect", x=center - bar_width / 2, y=bar_top, width=bar_width,
+                height=max(bottom - bar_top, 1.0 if count else 0.0),
+                fill=PREFERRED if is_preferred else BAR, rx=2)
+            if band >= 26:
+                _el(group, "text", f"{count:,}", x=center, y=bar_top - 4,
+                    text_anchor="middle", fill=INK, font_size=10)
+        _el(group, "text", str(size), x=center, y=bottom + 15, text_anchor="middle",
+            fill=PREFERRED if is_preferred else INK,
+            font_weight="bold" if is_preferred else "normal")
+    _el(svg, "line", x1=margins.left, x2=width - margins.right, y1=bottom, y2=bottom,
+        stroke=MUTED)
+    _el(svg, "text", "batch size (server-formed)", x=(margins.left + width) / 2,
+        y=height - 6, text_anchor="middle", fill=MUTED)
+    _el(svg, "text", "executions", x=12, y=(top + bottom) / 2, text_anchor="middle",
+        fill=MUTED, transform=f"rotate(-90 12 {_num((top + bottom) / 2)})")
+    return svg
+
+
+def _log2_bounds(values: Sequence[float]) -> tuple[int, int]:
+    low = math.floor(math.log2(min(values)))
+    high = math.ceil(math.log2(max(values)))
+    return low, max(high, low + 1)
+
+
+def knee_chart(points: Sequence[ChartPoint], *, slo: float | None, knee_x: float | None,
+               chart_id: str = "knee-chart", width: float = 620,
+               height: float = 300) -> ET.Element:
+    """p99 (y, linear) against concurrency (x, log2), one circle per probe, the SLO as a
+    dashed horizontal line and the knee as a ring with a vertical guide."""
+    margins = Margins()
+    usable = sorted((point for point in points if point.x > 0), key=lambda point: point.x)
+    if not usable:
+        return _empty(chart_id, width, "p99 latency against concurrency",
+                      "no saturation probes")
+    svg = _root(chart_id, width, height, "p99 latency against concurrency")
+    left, right = margins.left, width - margins.right
+    bottom, top = height - margins.bottom, margins.top
+    low, high = _log2_bounds([point.x for point in usable])
+    x_scale = Scale(low, high, left + 8, right - 8)
+
+    def x_of(value: float) -> float:
+        return x_scale(math.log2(value))
+
+    levels = ticks(max([point.y for point in usable] + ([slo] if slo else [])) * 1.05, 5)
+    y_of = Scale(0, levels[-1], bottom, top)
+    _y_axis(svg, levels, y_of, left, right)
+    for exponent in range(low, high + 1):
+        x = x_scale(exponent)
+        _el(svg, "line", x1=x, x2=x, y1=bottom, y2=bottom + 4, stroke=MUTED)
+        _el(svg, "text", _tick_text(2.0 ** exponent), x=x, y=bottom + 17,
+            text_anchor="middle", fill=MUTED)
+    _el(svg, "line", x1=left, x2=right, y1=bottom, y2=bottom, stroke=MUTED)
+    if slo is not None:
+        y = y_of(slo)
+        _el(svg, "line", class_="slo", x1=left, x2=right, y1=y, y2=y, stroke=FAIL,
+            stroke_width=1.5, stroke_dasharray="6 4")
+        _el(svg, "text", f"SLO p99 {slo:g} ms", x=left + 6, y=y - 6, text_anchor="start",
+            fill=FAIL, font_weight="bold")
+    if knee_x is not None and knee_x > 0:
+        x = x_of(knee_x)
+        _el(svg, "line", class_="knee", x1=x, x2=x, y1=top, y2=bottom, stroke=INK,
+            stroke_dasharray="2 3")
+        anchor = "end" if x > (left + right) / 2 else "start"
+        _el(svg, "text", f"knee: {knee_x:g}", x=x - 6 if anchor == "end" else x + 6,
+            y=top + 10, text_anchor=anchor, fill=INK, font_weight="bold")
+    _el(svg, "polyline", fill="none", stroke=BAR, stroke_width=1.5,
+        points=" ".join(f"{_num(x_of(point.x))},{_num(y_of(point.y))}" for point in usable))
+    for point in usable:
+        x, y = x_of(point.x), y_of(point.y)
+        if knee_x is not None and point.x == knee_x:
+            _el(svg, "circle", class_="knee-marker", cx=x, cy=y, r=8, fill="none",
+                stroke=INK, stroke_width=2)
+        circle = _el(svg, "circle", class_="probe" + ("" if point.ok else " missed"), cx=x,
+                     cy=y, r=4.5, fill=PASS if point.ok else FAIL, stroke="#ffffff")
+        _el(circle, "title", point.label)
+    _el(svg, "text", "concurrency (log₂ scale)", x=(left + right) / 2, y=height - 8,
+        text_anchor="middle", fill=MUTED)
+    _el(svg, "text", "p99 latency (ms)", x=14, y=(top + bottom) / 2, text_anchor="middle",
+        fill=MUTED, transform=f"rotate(-90 14 {_num((top + bottom) / 2)})")
+    return svg
+
+
+def to_svg(chart: ET.Element) -> str:
+    """Standalone SVG text (the HTML report embeds the element itself, no namespace)."""
+    standalone = ET.Element(chart.tag, {**chart.attrib, "xmlns": SVG_NS})
+    standalone.extend(list(chart))
+    return ET.tostring(standalone, encoding="unicode")

@@ -1,0 +1,63 @@
+"""Reports in every format from a real run, and the regression gate against the live release."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from .conftest import cli, latest_record
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_slower_config_is_flagged_and_the_gate_blocks_it(fast_project: Path,
+                                                           tmp_path: Path) -> None:
+    first = cli(["promote", "staging"], fast_project)
+    assert first.returncode == 0, first.stdout + first.stderr
+    live = json.loads(cli(["history", "staging", "--format", "json"], fast_project).stdout)
+    spec = fast_project / "serve.yaml"
+    # The same model with a slower config: requests wait 10 ms for a batch to fill.
+    spec.write_text(spec.read_text().replace("max_queue_delay: 2ms", "max_queue_delay: 10ms"))
+
+    flagged = cli(["promote", "staging"], fast_project)        # the gate is off: flagged only
+    assert flagged.returncode == 0, flagged.stdout + flagged.stderr
+    record = latest_record(fast_project)
+    publish = next(s for s in record["stages"] if s["name"] == "publish")
+    assert publish["details"]["comparison"]["baseline_release_id"] == live["current"]
+    assert any(r.startswith("latency.p99_ms") for r in publish["details"]["comparison"]
+               ["regressions"])
+    html = cli(["report", record["run_id"], "--format", "html"], fast_project).stdout
+    assert 'id="deltas"' in html and "regress" in html.lower()
+    summary = tmp_path / "summary.md"
+    markdown = cli(["report", record["run_id"], "--format", "markdown"], fast_project,
+                   env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
+    assert markdown.returncode == 0 and "p99" in summary.read_text()
+    svg = cli(["report", record["run_id"], "--format", "svg"], fast_project).stdout
+    assert svg.startswith("<svg") and "latency.p99" in svg
+    assert (fast_project / ".serve-pipeline" / "runs" / record["run_id"] / "report.html").is_file()
+
+    rolled = cli(["rollback", "staging"], fast_project)
+    assert rolled.returncode == 0, rolled.stderr
+    spec.write_text(spec.read_text().replace("failure: {}",
+                                             "failure: {}\n  regression: {gate: true}"))
+    blocked = cli(["promote", "staging"], fast_project)
+    assert blocked.returncode == 1
+    assert "regression against the live release" in blocked.stderr
+    assert "nothing was published" in blocked.stderr
+    after = json.loads(cli(["history", "staging", "--format", "json"], fast_project).stdout)
+    assert after["current"] == live["current"]
+    releases = list((fast_project / ".serve-pipeline" / "store" / "releases").rglob("*.json"))
+    assert len(releases) == 2
+
+
+def test_spec_errors_become_workflow_annotations(project: Path) -> None:
+    spec = project / "serve.yaml"
+    spec.write_text(spec.read_text().replace("max_queue_delay: 2ms", "max_queue_delay: 2"))
+    result = cli(["validate"], project, env={**os.environ, "GITHUB_ACTIONS": "true"})
+    assert result.returncode == 2
+    [annotation] = [line for line in result.stdout.splitlines() if line.startswith("::error")]
+    assert annotation.startswith("::error file=serve.yaml,line=")
+    assert "server.batching.max_queue_delay" in annotation
