@@ -1,0 +1,237 @@
+"""Our load generator against NVIDIA's perf_analyzer, on the same real Triton model.
+
+For concurrency 1, 4, 8 and 16, over HTTP and gRPC, it prints: throughput
+ours / perf_analyzer (goal >= 0.95), client CPU-seconds per 1000 requests ours
+/ perf_analyzer (goal <= 1.5), and the p50 difference (goal within 10%). Then
+the stall scenario: a model that stalls 300 ms on every 200th request, fed at
+100/s; our open-loop p99 (latency from the intended start) against the p99
+queueing predicts, and perf_analyzer's request-rate p99 (default, synchronous
+mode, which counts from the actual send: coordinated omission).
+
+    python benchmarks/loadgen.py
+
+perf_analyzer comes from PyPI: the `tritonclient==2.51.0` wheel carries the
+binary (newer wheels do not); it is downloaded (hash-checked) into a cache
+folder, never installed, and given the two libraries it needs from
+nvidia-pytriton's bundle. Every perf_analyzer run has a hard timeout.
+The last line is one JSON object with the headline figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import hashlib
+import importlib.util
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from benchmarks.stall_scenario import StallScenario  # noqa: E402
+from pipeline.config import load_spec  # noqa: E402
+from pipeline.load import Phase, closed_loop, open_loop  # noqa: E402
+from pipeline.ports import free_ports  # noqa: E402
+from pipeline.servers.triton import TritonInstallation, TritonKind, TritonServer  # noqa: E402
+from pipeline.tensors import load_samples, take  # noqa: E402
+
+WHEEL = "tritonclient-2.51.0-py3-none-manylinux1_x86_64.whl"
+WHEEL_SHA256 = "c485bb0123bdf310f90bc8b03d3489b28df2ffed55b30c7eee0b795b48113d52"
+MEMBER = "tritonclient-2.51.0.data/data/bin/perf_analyzer"
+CONCURRENCIES = (1, 4, 8, 16)
+OUR_WINDOW_S = 6.0
+PA_TIMEOUT_S = 120
+
+
+def perf_analyzer(cache: Path) -> list[str]:
+    """argv prefix that runs perf_analyzer (set up once in `cache`)."""
+    binary = cache / "bin" / "perf_analyzer"
+    libs = cache / "lib"
+    if not binary.exists():
+        (cache / "bin").mkdir(parents=True, exist_ok=True)
+        libs.mkdir(parents=True, exist_ok=True)
+        wheels = cache / "wheels"
+        requirement = cache / "requirement.txt"
+        requirement.write_text(f"tritonclient==2.51.0 --hash=sha256:{WHEEL_SHA256}\n")
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "--require-hashes", "--only-binary=:all:", "--platform",
+                        "manylinux1_x86_64", "--python-version", "3.11", "-r",
+                        str(requirement), "-d", str(wheels)], check=True)
+        data = (wheels / WHEEL).read_bytes()
+        if hashlib.sha256(data).hexdigest() != WHEEL_SHA256:
+            raise SystemExit("tritonclient wheel does not match its pinned hash")
+        with zipfile.ZipFile(wheels / WHEEL) as wheel:
+            binary.write_bytes(wheel.read(MEMBER))
+        binary.chmod(0o755)
+        found = importlib.util.find_spec("pytriton")
+        assert found is not None and found.submodule_search_locations
+        bundle = Path(next(iter(found.submodule_search_locations))).parent / \
+            "nvidia_pytriton.libs"
+        for soname, pattern in (("libb64.so.0d", "libb64-*.so.0d"),
+                                ("libcudart.so.12", "libcudart-*.so.12*")):
+            target = libs / soname
+            target.unlink(missing_ok=True)
+            target.symlink_to(sorted(bundle.glob(pattern))[0])
+    return ["env", f"LD_LIBRARY_PATH={libs}", "timeout", str(PA_TIMEOUT_S), str(binary)]
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_pa(pa: list[str], args: list[str], folder: Path, server: TritonServer
+           ) -> dict[str, float] | None:
+    """One perf_analyzer run: its CSV row, CPU (from rusage) and requests (from the server)."""
+    output = folder / f"pa-{time.monotonic_ns()}.csv"
+    before_cpu, before = children_cpu(), server.stats().success_count
+    completed = subprocess.run([*pa, *args, "-f", str(output), "--verbose-csv"],
+                               capture_output=True, text=True)
+    cpu, requests = children_cpu() - before_cpu, server.stats().success_count - before
+    if completed.returncode != 0 or not output.exists():
+        tail = (completed.stdout + completed.stderr).strip().splitlines()[-1:]
+        print(f"  perf_analyzer exit {completed.returncode}: {' '.join(tail)}")
+        return None
+    with output.open() as handle:
+        row = next(csv.DictReader(handle))
+    return {"throughput": float(row["Inferences/Second"]),
+            "p50_ms": float(row["p50 latency"]) / 1e3, "p99_ms": float(row["p99 latency"]) / 1e3,
+            "cpu_per_1k": cpu / requests * 1e3 if requests else float("nan")}
+
+
+def run_ours(target: Any, concurrency: int) -> dict[str, float]:
+    asyncio.run(closed_loop(target, concurrency, 0.5, 10.0))
+    result = asyncio.run(closed_loop(target, concurrency, OUR_WINDOW_S, 10.0))
+    requests = result.completed + result.error_count
+    return {"throughput": result.throughput, "p50_ms": result.percentile_ms(50),
+            "cpu_per_1k": result.client_cpu_s / requests * 1e3 if requests else float("nan")}
+
+
+@contextmanager
+def triton(repository: Path | None, spec: Path, folder: Path) -> Iterator[TritonServer]:
+    loaded = load_spec(spec)
+    if repository is None:
+        artifact = TritonKind().build(loaded, loaded.resolve("examples/mlp/model.pt"), folder)
+        repository = artifact.serve_root
+    ports = dict(zip(("http", "grpc", "metrics"), free_ports(3), strict=True))
+    server = TritonServer(TritonInstallation.find(), repository, loaded, ports, folder,
+                          dict(os.environ))
+    server.start()
+    try:
+        server.wait_ready(120)
+        yield server
+    finally:
+        server.stop()
+
+
+def compare_generators(pa: list[str], folder: Path) -> list[dict[str, Any]]:
+    rows = []
+    loaded = load_spec(REPO / "serve.yaml.example")
+    batch = take(load_samples(loaded.spec.model, loaded.spec.stages.parity, loaded.workspace), 1)
+    with triton(None, REPO / "serve.yaml.example", folder / "triton") as server:
+        for protocol in ("http", "grpc"):
+            target = server.grpc_request(batch) if protocol == "grpc" else \
+                server.infer_request(batch)
+            port = server.ports["grpc" if protocol == "grpc" else "http"]
+            for index, concurrency in enumerate(CONCURRENCIES):
+                args = ["-m", server.model_name, "-u", f"127.0.0.1:{port}", "-i", protocol,
+                        "--concurrency-range", str(concurrency), "--measurement-interval",
+                        "3000", "--max-trials", "3", "--stability-percentage", "100"]
+                # Alternate who goes first, so a drifting machine favours neither.
+                if index % 2:
+                    ours, theirs = run_ours(target, concurrency), run_pa(pa, args, folder, server)
+                else:
+                    theirs, ours = run_pa(pa, args, folder, server), run_ours(target, concurrency)
+                row: dict[str, Any] = {"protocol": protocol, "concurrency": concurrency,
+                                       "ours": ours, "perf_analyzer": theirs}
+                if theirs:
+                    row["throughput_ratio"] = ours["throughput"] / theirs["throughput"]
+                    row["cpu_per_1k_ratio"] = ours["cpu_per_1k"] / theirs["cpu_per_1k"]
+                    row["p50_diff"] = (ours["p50_ms"] - theirs["p50_ms"]) / theirs["p50_ms"]
+                rows.append(row)
+                print_row(row)
+    return rows
+
+
+def print_row(row: dict[str, Any]) -> None:
+    ours, theirs = row["ours"], row["perf_analyzer"]
+    if theirs is None:
+        print(f"{row['protocol']:<5} c={row['concurrency']:<3} perf_analyzer failed; ours "
+              f"{ours['throughput']:.0f}/s")
+        return
+    print(f"{row['protocol']:<5} c={row['concurrency']:<3} throughput {ours['throughput']:7.0f}"
+          f" vs {theirs['throughput']:7.0f}/s (x{row['throughput_ratio']:.2f})  CPU/1k "
+          f"{ours['cpu_per_1k']:.3f} vs {theirs['cpu_per_1k']:.3f}s "
+          f"(x{row['cpu_per_1k_ratio']:.2f})  p50 {ours['p50_ms']:.2f} vs "
+          f"{theirs['p50_ms']:.2f}ms ({row['p50_diff']:+.0%})")
+
+
+def stall(pa: list[str], folder: Path) -> dict[str, float]:
+    scenario = StallScenario()
+    spec = scenario.write_spec(folder)
+    repository = scenario.write_repository(folder)
+    with triton(repository, spec, folder / "stall-run") as server:
+        target = server.infer_request({"x": np.ones((1, 1), dtype=np.float32)})
+        asyncio.run(closed_loop(target, 1, 0.5, 5.0))
+        quiet = asyncio.run(closed_loop(target, 1, 1.0, 5.0))
+        expected = scenario.expected_p99_ms(quiet.percentile_ms(50) / 1e3)
+        result = asyncio.run(open_loop(target, [Phase("steady", scenario.rate,
+                                                      scenario.seconds)], 10.0))
+        ours = result.phases["steady"].percentile_ms(99)
+        naive = result.from_send.percentile_ms(99)
+        count = str(int(scenario.rate * scenario.seconds))
+        args = ["-m", "stall", "-u", f"127.0.0.1:{server.ports['http']}", "-i", "http",
+                "--request-rate-range", str(int(scenario.rate)), "--request-distribution",
+                "constant", "--request-count", count, "--shape", "x:1"]
+        sync = run_pa(pa, args, folder, server)
+        asynchronous = run_pa(pa, [*args, "--async"], folder, server)
+    figures = {"stall_p99_ms_ours": ours, "stall_p99_ms_expected": expected,
+               "stall_p99_ms_perf_analyzer": sync["p99_ms"] if sync else float("nan"),
+               "stall_p99_ms_perf_analyzer_async": (asynchronous["p99_ms"] if asynchronous
+                                                    else float("nan")),
+               "stall_p99_ms_ours_from_send": naive}
+    print(f"stall every {scenario.every} for {scenario.stall_s * 1e3:.0f} ms at "
+          f"{scenario.rate:.0f}/s: p99 ours {ours:.0f} ms (open loop, from intended start), "
+          f"queueing predicts {expected:.0f} ms; perf_analyzer request-rate "
+          f"{figures['stall_p99_ms_perf_analyzer']:.0f} ms (default, from actual send), "
+          f"{figures['stall_p99_ms_perf_analyzer_async']:.0f} ms with --async")
+    return figures
+
+
+def main() -> None:
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / \
+        "serve-pipeline" / "perf_analyzer"
+    pa = perf_analyzer(cache)
+    folder = Path(tempfile.mkdtemp(prefix="serve-pipeline-loadgen-"))
+    try:
+        rows = compare_generators(pa, folder)
+        figures = stall(pa, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    measured = [row for row in rows if "throughput_ratio" in row]
+    headline = {
+        "throughput_ratio_min": round(min(r["throughput_ratio"] for r in measured), 3),
+        "cpu_per_1k_ratio_max": round(max(r["cpu_per_1k_ratio"] for r in measured), 3),
+        "p50_diff_max": round(max(abs(r["p50_diff"]) for r in measured), 3),
+        **{key: round(value, 2) for key, value in figures.items()},
+        "runs_compared": len(measured), "runs_total": len(rows),
+    }
+    print(json.dumps(headline))
+
+
+if __name__ == "__main__":
+    main()
