@@ -143,8 +143,18 @@ class BatchingSpec(StrictModel):
 
 
 class ImageSpec(StrictModel):
-    base: str | None = Field(default=None, description="Base image of the serving image.")
-    repository: str | None = Field(default=None, description="Where the image is pushed.")
+    base: str | None = Field(default=None, description=(
+        "Base image of the serving image: NVIDIA's Triton image (nvcr.io/nvidia/"
+        "tritonserver:<version>-py3) or a TorchServe image (pytorch/torchserve:<tag>); it "
+        "must be present on the Docker host or pullable."))
+    repository: str | None = Field(default=None, description=(
+        "Where publish pushes the image (registry/path/name); the release records "
+        "repository@sha256:<digest>."))
+    shm_size: str = Field(default="256m", pattern=r"^\d+[bkmg]?$", description=(
+        "Shared memory of the container (Triton's python backend passes tensors through "
+        "it)."))
+    memory_limit: str | None = Field(default=None, pattern=r"^\d+[bkmg]?$", description=(
+        "Memory limit of the container (docker's --memory), e.g. 8g."))
 
 
 class ServerSpec(StrictModel):
@@ -528,9 +538,20 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -
 
     server = spec.server
     known_ports = TRITON_PORTS if server.kind == "triton" else TORCHSERVE_PORTS
-    if server.runtime != "process":
-        add(("server", "runtime"), f"'{server.runtime}' is not supported by this version; "
-            "supported: process (a local server process)")
+    if server.runtime == "docker":
+        if server.image is None or server.image.base is None:
+            add(("server", "image", "base"), "runtime docker needs server.image.base (the "
+                "image the serving image is built on)")
+        if server.kind == "torchserve":
+            add(("server", "runtime"), "runtime docker is available for Triton in this "
+                "version; TorchServe runs as a local process (its image can still be built "
+                "and published with server.image)")
+        if server.backend in ("onnxruntime", "tensorrt") and spec.model.format != "onnx":
+            add(("server", "backend"), f"backend {server.backend} serves ONNX models "
+                "(model.format: onnx)")
+        if server.backend == "pytorch" and spec.model.format != "torchscript":
+            add(("server", "backend"), "backend pytorch serves TorchScript models "
+                "(model.format: torchscript)")
     elif server.kind == "triton" and server.backend != "python":
         add(("server", "backend"), f"'{server.backend}' exists only in NVIDIA's Triton "
             "images (runtime: docker); the local tritonserver has the python backend, "

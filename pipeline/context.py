@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pipeline.config import LoadedSpec
+from pipeline.docker_engine import BuiltImage, DockerEngine
 from pipeline.errors import ServerError
 from pipeline.model_runtime import LoadedModel
 from pipeline.model_source import ResolvedSource
@@ -45,6 +46,8 @@ class RunContext:
     release_id: str | None = None
     model_source: ResolvedSource | None = None
     promotion: CheckedPromotion | None = None   # re-verifying an existing release
+    image: BuiltImage | None = None
+    docker: DockerEngine | None = None
     _reference: Future[LoadedModel] | None = None
 
     def preload_reference(self, model_file: Path) -> None:

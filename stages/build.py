@@ -6,14 +6,20 @@ is fetched (digest checked) and unpacked instead: a promotion never rebuilds.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from pipeline.context import RunContext
+from pipeline.digest import sha256_file
+from pipeline.docker_engine import BuiltImage, DockerEngine
 from pipeline.errors import PipelineError
+from pipeline.images import ImageDigests, torchserve_context, triton_context
 from pipeline.model_source import ResolvedSource, resolve_model_source
 from pipeline.results import Artifact, StageResult, Status
 from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact
+from pipeline.servers.tensorrt import build_engine
 from pipeline.store import store_for
 
 NAME = "build"
@@ -42,23 +48,65 @@ def _restore(ctx: RunContext) -> BuiltArtifact:
                                                  ctx.run_dir)
 
 
+def _build_from_source(ctx: RunContext) -> tuple[BuiltArtifact, str]:
+    spec = ctx.loaded.spec
+    source = resolve_model_source(ctx.loaded, ctx.run_dir / "model-source")
+    ctx.model_source = source
+    served = source.file
+    if spec.server.kind == "triton" and spec.server.backend == "tensorrt":
+        served = build_engine(_docker(ctx), spec, source.file, ctx.run_dir / "tensorrt")
+    artifact = server_kind(spec.server.kind).build(ctx.loaded, served, ctx.run_dir)
+    if served != source.file:
+        # The release's model is the source; the engine is part of the artifact.
+        artifact = replace(artifact, model_file=source.file,
+                           model_digest=sha256_file(source.file))
+    return artifact, f"model from {source.description}"
+
+
+def _docker(ctx: RunContext) -> DockerEngine:
+    if ctx.docker is None:
+        ctx.docker = DockerEngine(ctx.env)
+    return ctx.docker
+
+
+def wants_image(ctx: RunContext) -> bool:
+    server = ctx.loaded.spec.server
+    return server.runtime == "docker" or (server.image is not None and
+                                          server.image.base is not None)
+
+
+def _build_image(ctx: RunContext, artifact: BuiltArtifact) -> BuiltImage:
+    spec = ctx.loaded.spec
+    assert spec.server.image is not None and spec.server.image.base is not None
+    digests = ImageDigests(artifact.model_digest, artifact.digest, artifact.config_digest,
+                           ctx.loaded.digest)
+    if spec.server.kind == "triton":
+        context = triton_context(spec, artifact.serve_root, digests)
+    else:
+        context = torchserve_context(spec, artifact.archive, artifact.config_text, digests)
+    tag = f"serve-pipeline/{spec.name}:{artifact.digest[:12]}"
+    return _docker(ctx).build(context, tag, spec.server.image.base)
+
+
 def run(ctx: RunContext) -> StageResult:
     if ctx.promotion is not None:
         artifact = _restore(ctx)
         origin = f"release {ctx.promotion.release_id}"
     else:
-        source = resolve_model_source(ctx.loaded, ctx.run_dir / "model-source")
-        ctx.model_source = source
-        artifact = server_kind(ctx.loaded.spec.server.kind).build(ctx.loaded, source.file,
-                                                                  ctx.run_dir)
-        origin = f"model from {source.description}"
+        artifact, origin = _build_from_source(ctx)
     ctx.preload_reference(artifact.model_file)
     ctx.build = artifact
     size = artifact.archive.stat().st_size
+    details: dict[str, Any] = {}
+    message = (f"{artifact.kind} ({size / 1024:.0f} KiB, sha256 {artifact.digest[:12]}), "
+               f"{artifact.config_name} checked; {origin}")
+    if wants_image(ctx):
+        ctx.image = _build_image(ctx, artifact)
+        details["image"] = {"id": ctx.image.id, "tag": ctx.image.tag,
+                            "labels": ctx.image.labels}
+        message += f"; image {ctx.image.tag} ({ctx.image.id[7:19]})"
     return StageResult(
-        NAME, Status.PASSED,
-        f"{artifact.kind} ({size / 1024:.0f} KiB, sha256 {artifact.digest[:12]}), "
-        f"{artifact.config_name} checked; {origin}",
+        NAME, Status.PASSED, message,
         metrics={"artifact_bytes": float(size),
                  "model_bytes": float(artifact.model_file.stat().st_size)},
         artifacts={
@@ -66,4 +114,5 @@ def run(ctx: RunContext) -> StageResult:
             artifact.config_name: Artifact(artifact.config_name, artifact.config_digest,
                                            len(artifact.config_text.encode())),
         },
+        details=details,
     )

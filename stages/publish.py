@@ -37,6 +37,22 @@ def manifest_body(ctx: RunContext) -> dict[str, Any]:
     }
 
 
+def _push_image(ctx: RunContext) -> dict[str, Any] | None:
+    """Push the serving image (before the manifest): the release names it by digest."""
+    if ctx.image is None:
+        return None
+    image_spec = ctx.loaded.spec.server.image
+    if image_spec is None or image_spec.repository is None or ctx.docker is None:
+        return {"id": ctx.image.id, "reference": None, "labels": ctx.image.labels,
+                "pushed": False}
+    tag = ctx.run_id
+    ctx.progress(NAME, 0, 1, f"pushing {image_spec.repository}:{tag}")
+    digest = ctx.docker.push(ctx.image, image_spec.repository, tag)
+    return {"id": ctx.image.id, "repository": image_spec.repository, "tag": tag,
+            "digest": digest, "reference": f"{image_spec.repository}@{digest}",
+            "labels": ctx.image.labels, "pushed": True}
+
+
 def _promote_verified(ctx: RunContext) -> StageResult:
     """Re-verification of an existing release passed: move the pointer, publish nothing."""
     assert ctx.promotion is not None and ctx.promote_to is not None
@@ -94,8 +110,10 @@ def run(ctx: RunContext) -> StageResult:
         BlobSource("spec", None, spec_bytes, sha256_bytes(spec_bytes)),
         BlobSource("verification", None, verification, sha256_bytes(verification)),
     ]
+    body = manifest_body(ctx)
+    body["image"] = _push_image(ctx)
     ctx.progress(NAME, 0, 1, f"uploading {len(files)} blobs to {store.url}")
-    outcome = publish_release(store, spec.name, files, manifest_body(ctx), utc_now())
+    outcome = publish_release(store, spec.name, files, body, utc_now())
     ctx.release_id = outcome.release_id
     details: dict[str, Any] = {"store": store.url, "release_id": outcome.release_id,
                                **comparison}

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
 from pipeline.ports import free_ports, port_is_bound
 from pipeline.results import StageResult, Status
 from pipeline.servers import server_kind
+from pipeline.servers.base import ModelServer
+from pipeline.servers.container import ContainerTritonServer
 
 NAME = "start"
 USES_SERVER = True
@@ -25,19 +28,29 @@ def run(ctx: RunContext) -> StageResult:
             raise ServerError(f"server.ports.{name}: port {port} on 127.0.0.1 is already in use")
     spare = iter(free_ports(len(kind.port_names)))
     ports = {name: wanted.get(name) or next(spare) for name in kind.port_names}
-    server = kind.launch(ctx.loaded, artifact, ports, ctx.run_dir, ctx.env)
+    server: ModelServer
+    if spec.server.runtime == "docker":
+        assert ctx.docker is not None and ctx.image is not None
+        server = ContainerTritonServer(ctx.docker, ctx.image, ctx.loaded, ports, ctx.run_dir,
+                                       f"serve-pipeline-{spec.name}-{ctx.run_id}")
+    else:
+        server = kind.launch(ctx.loaded, artifact, ports, ctx.run_dir, ctx.env)
     ctx.resources.callback(server.stop)
     server.start()
     ctx.server = server
-    process = server.process
-    assert process is not None
     deadline = time.monotonic() + EARLY_EXIT_WATCH_S
     while time.monotonic() < deadline:
         if not server.alive():
             raise ServerError(f"the server exited at start: {server.describe_death()}")
         time.sleep(0.05)
     shown = " ".join(f"{name}:{port}" for name, port in ports.items())
-    return StageResult(
-        NAME, Status.PASSED, f"{kind.name} pid {process.pid} on 127.0.0.1 {shown}",
-        details={"pid": process.pid, "ports": ports, "log": str(process.log_path)},
-    )
+    details: dict[str, Any] = {"ports": ports, "runtime": spec.server.runtime}
+    if isinstance(server, ContainerTritonServer):
+        where = f"container {server.container_name}"
+        details["container"] = server.container_name
+    else:
+        assert server.process is not None
+        where = f"pid {server.process.pid}"
+        details.update(pid=server.process.pid, log=str(server.process.log_path))
+    return StageResult(NAME, Status.PASSED, f"{kind.name} {where} on 127.0.0.1 {shown}",
+                       details=details)

@@ -60,11 +60,14 @@ def render_model_config(spec: Spec, model_file: str, entrypoint_file: str | None
     kind = (pb.ModelInstanceGroup.KIND_GPU if spec.server.device == "gpu"
             else pb.ModelInstanceGroup.KIND_CPU)
     config.instance_group.add(count=spec.server.instances, kind=kind)
-    parameters = {"format": spec.model.format, "model_file": model_file,
-                  "entrypoint": entrypoint_file or "", "threads": "1",
-                  "trusted": "true" if spec.model.trusted else "false"}
-    for key, value in parameters.items():
-        config.parameters[key].string_value = value
+    if spec.server.backend == "python":
+        parameters = {"format": spec.model.format, "model_file": model_file,
+                      "entrypoint": entrypoint_file or "", "threads": "1",
+                      "trusted": "true" if spec.model.trusted else "false"}
+        for key, value in parameters.items():
+            config.parameters[key].string_value = value
+    else:
+        config.default_model_filename = model_file
     return config
 
 
@@ -118,22 +121,33 @@ class ModelRepository:
     config_path: Path
 
 
+# The file each backend loads from the version folder.
+NATIVE_MODEL_FILES = {"onnxruntime": "model.onnx", "pytorch": "model.pt", "tensorrt": "model.plan"}
+
+
 def write_model_repository(spec: Spec, model_file: Path, entrypoint: Path | None,
                            destination: Path) -> ModelRepository:
-    """<destination>/<name>/config.pbtxt and <name>/1/{model.py, model_runtime.py, model}."""
+    """<destination>/<name>/config.pbtxt and <name>/1/<model>; for the python backend also
+    model.py and model_runtime.py (Triton's native backends load the file themselves).
+
+    For backend tensorrt, `model_file` is the engine (.plan) built on the GPU runner."""
     model_dir = destination / spec.name
     version_dir = model_dir / MODEL_VERSION
     version_dir.mkdir(parents=True)
-    stored_model = {"torchscript": "model.pt", "eager": "weights.pt",
-                    "onnx": "model.onnx"}[spec.model.format]
-    shutil.copyfile(model_file, version_dir / stored_model)
     entrypoint_file = None
-    if entrypoint is not None:
-        attribute = (spec.model.entrypoint or "").rpartition(":")[2]
-        shutil.copyfile(entrypoint, version_dir / "entrypoint.py")
-        entrypoint_file = f"entrypoint.py:{attribute}"
-    shutil.copyfile(ASSETS / "triton_model.py", version_dir / "model.py")
-    shutil.copyfile(RUNTIME_MODULE, version_dir / "model_runtime.py")
+    if spec.server.backend != "python":
+        stored_model = NATIVE_MODEL_FILES[spec.server.backend]
+        shutil.copyfile(model_file, version_dir / stored_model)
+    else:
+        stored_model = {"torchscript": "model.pt", "eager": "weights.pt",
+                        "onnx": "model.onnx"}[spec.model.format]
+        shutil.copyfile(model_file, version_dir / stored_model)
+        if entrypoint is not None:
+            attribute = (spec.model.entrypoint or "").rpartition(":")[2]
+            shutil.copyfile(entrypoint, version_dir / "entrypoint.py")
+            entrypoint_file = f"entrypoint.py:{attribute}"
+        shutil.copyfile(ASSETS / "triton_model.py", version_dir / "model.py")
+        shutil.copyfile(RUNTIME_MODULE, version_dir / "model_runtime.py")
     text = config_text(render_model_config(spec, stored_model, entrypoint_file))
     config_path = model_dir / "config.pbtxt"
     config_path.write_text(text)
@@ -265,6 +279,15 @@ _BENIGN_ERRORS = ("CudaDriverHelper has not been initialized",)
 _ERROR_LINE = re.compile(r'^E\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] "?(.*?)"?$')
 
 
+def log_excerpt(lines: list[str]) -> str:
+    """The log's most telling error (a model that failed to load), else its last lines."""
+    errors = [line for line in lines if _is_real_error(line)]
+    if errors:
+        preferred = [e for e in errors if "failed to load" in e] or errors
+        return "log: " + _error_text(preferred[0])
+    return "last log lines: " + " | ".join(lines[-6:])
+
+
 def _is_real_error(line: str) -> bool:
     return bool(_ERROR_LINE.match(line)) and not any(b in line for b in _BENIGN_ERRORS)
 
@@ -295,6 +318,7 @@ class TritonEndpoint:
         self.grpc_target = grpc_target
         self.ports: dict[str, int] = {}
         self.process: ManagedProcess | None = None
+        self.started_at: float | None = None
         self._answering = RemoteLiveness(f"{self.base_url}/v2/health/live")
 
     def start(self) -> None:
@@ -325,7 +349,8 @@ class TritonEndpoint:
 
     def wait_ready(self, timeout_s: float, poll_s: float = 0.1) -> float:
         """Seconds from process start to ready; ServerError with the log on death or deadline."""
-        started = self.process.started_at if self.process is not None else time.monotonic()
+        started = self.process.started_at if self.process is not None else \
+            self.started_at or time.monotonic()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if not self.alive():
@@ -407,12 +432,7 @@ class TritonServer(TritonEndpoint):
         return f"tritonserver {self.local.describe_exit()}; {self.log_excerpt()}"
 
     def log_excerpt(self) -> str:
-        """The log's most telling error (a model that failed to load), else its last lines."""
-        errors = [line for line in self.local.log_tail(400) if _is_real_error(line)]
-        if errors:
-            preferred = [e for e in errors if "failed to load" in e] or errors
-            return "log: " + _error_text(preferred[0])
-        return "last log lines: " + " | ".join(self.local.log_tail(6))
+        return log_excerpt(self.local.log_tail(400))
 
 
 class TritonKind:
