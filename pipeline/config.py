@@ -518,6 +518,17 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -
     if slo.p95 is not None and slo.p95 > slo.p99:
         add(("slo", "p95"), f"p95 {slo.p95} is above p99 {slo.p99}")
 
+    root = project_root(workspace)
+    inputs: list[tuple[KeyPath, str | None]] = [
+        (("model", "source"), spec.model.source.path),
+        (("model", "entrypoint"), (spec.model.entrypoint or "").rpartition(":")[0] or None),
+        (("stages", "parity", "data"), spec.stages.parity.data)]
+    for key, relative in inputs:
+        if relative is not None and not inside(workspace / relative, root):
+            add(key, f"{relative} resolves to {(workspace / relative).resolve()}, outside the "
+                f"project ({root}): inputs must stay inside the spec's repository (a symlink "
+                "out of it counts)")
+            return issues
     if spec.model.source.path is not None:
         source = workspace / spec.model.source.path
         if not source.is_file():
@@ -583,6 +594,19 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -
             f"{spec.stages.latency.batch_size} is over server.batching.max_batch_size "
             f"{server.batching.max_batch_size}")
     return issues
+
+
+def project_root(workspace: Path) -> Path:
+    """The git work tree holding the spec, else the spec's own folder."""
+    folder = workspace.resolve()
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
+
+
+def inside(path: Path, root: Path) -> bool:
+    return path.resolve().is_relative_to(root.resolve())
 
 
 def json_schema() -> dict[str, Any]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from pipeline.digest import sha256_bytes
 from pipeline.store import Store
 
 
@@ -82,6 +83,13 @@ def verify_store(store: Store) -> StoreCheck:
             check.problems.append(f"{name}/{environment}: current {current} is not the last "
                                   "event's release")
         for event in events:
+            recorded = event.get("manifest_sha256")
+            key_of = f"releases/{name}/{event.get('release_id')}.json"
+            data = store.read(key_of) if recorded else None
+            if recorded and data is not None and sha256_bytes(data) != recorded:
+                check.problems.append(f"{name}/{environment}: the manifest of "
+                                      f"{event.get('release_id')} changed after it was "
+                                      "promoted (tampered?)")
             if (name, event.get("release_id")) not in releases:
                 check.problems.append(f"{name}/{environment}: event at {event.get('at')} "
                                       f"names unknown release {event.get('release_id')}")

@@ -151,15 +151,35 @@ def read_pointer(store: Store, name: str, environment: str) -> tuple[Pointer, st
     return Pointer(name, environment, body.get("current"), list(body.get("events", []))), etag
 
 
+def manifest_digest(store: Store, name: str, release_id: str) -> str:
+    data = store.read(manifest_key(name, release_id))
+    if data is None:
+        raise UsageError(f"no release {release_id} of '{name}' in {store.url}")
+    return sha256_bytes(data)
+
+
+def check_manifest_unchanged(pointer: Pointer, release_id: str, digest: str) -> None:
+    """A manifest is written once: if it differs from when it was first promoted, someone
+    edited it in the store, and nothing it names can be trusted."""
+    for event in pointer.events:
+        recorded = event.get("manifest_sha256")
+        if event.get("release_id") == release_id and recorded and recorded != digest:
+            raise StoreError(f"the manifest of release {release_id} changed since it was "
+                             f"promoted at {event.get('at')} (sha256 {digest[:12]}, recorded "
+                             f"{str(recorded)[:12]}): refusing to point at it")
+
+
 def move_pointer(store: Store, name: str, environment: str, release_id: str, action: str,
                  by: str, note: str = "", run_id: str | None = None,
                  approved_by: list[str] | None = None) -> dict[str, Any]:
     """Compare-and-swap the pointer to `release_id`; append the event and an audit entry."""
     pointer, etag = read_pointer(store, name, environment)
+    digest = manifest_digest(store, name, release_id)
+    check_manifest_unchanged(pointer, release_id, digest)
     moment = utc_now()
     event: dict[str, Any] = {"action": action, "release_id": release_id,
                              "previous_release_id": pointer.current, "at": iso(moment),
-                             "by": by}
+                             "by": by, "manifest_sha256": digest}
     if note:
         event["note"] = note
     if run_id:

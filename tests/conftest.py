@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__", ".serve-pipeline"))
     shutil.copytree(REPO / "environments", tmp_path / "environments")
     shutil.copyfile(REPO / "serve.yaml.example", tmp_path / "serve.yaml")
+    # A repository of its own: paths in the spec must stay inside it.
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

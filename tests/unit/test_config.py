@@ -199,3 +199,16 @@ def test_schema_documents_every_key_of_the_example() -> None:
     for name, definition in schema["$defs"].items():
         for key, body in definition.get("properties", {}).items():
             assert "title" in body or "description" in body or "$ref" in body, (name, key)
+
+
+def test_inputs_outside_the_project_are_refused(
+        project: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    outside = tmp_path_factory.mktemp("elsewhere") / "model.pt"
+    outside.write_bytes(b"not yours")
+    (project / "examples" / "mlp" / "linked.pt").symlink_to(outside)
+    path = example_with(project, "examples/mlp/model.pt", "examples/mlp/linked.pt")
+    [issue] = issues_of(path)
+    assert "model.source" in issue and "outside the project" in issue
+    path = example_with(project, "examples/mlp/linked.pt", "../../../../etc/passwd")
+    [issue] = issues_of(path)
+    assert "outside the project" in issue

@@ -133,3 +133,18 @@ def test_store_verify_finds_corrupt_blobs_and_dangling_pointers(store: LocalStor
     problems = verify_store(store).problems
     assert any("corrupt" in p for p in problems)
     assert any("prod: current release nope has no manifest" in p for p in problems)
+
+
+def test_a_manifest_edited_after_promotion_is_refused(store: LocalStore) -> None:
+    from pipeline.fsck import verify_store
+
+    first = release(store, b"model-1")
+    second = release(store, b"model-2")
+    move_pointer(store, "demo", "staging", first, "promote", "a")
+    move_pointer(store, "demo", "staging", second, "promote", "a")
+    path = store.root / "releases" / "demo" / f"{first}.json"
+    path.write_text(path.read_text().replace('"run_id": "r"', '"run_id": "forged"'))
+    with pytest.raises(StoreError, match="changed since it was promoted"):
+        rollback(store, "demo", "staging", None, "a")
+    assert read_pointer(store, "demo", "staging")[0].current == second
+    assert any("tampered" in p for p in verify_store(store).problems)
