@@ -236,9 +236,14 @@ class ParityStage(StrictModel):
 
 
 ProbeName = Literal["wrong_shape", "wrong_dtype", "missing_input", "batch_over_max",
-                    "unknown_model"]
+                    "unknown_model", "oversized_body", "declared_huge_shape"]
 ALL_PROBES: tuple[ProbeName, ...] = ("wrong_shape", "wrong_dtype", "missing_input",
-                                     "batch_over_max", "unknown_model")
+                                     "batch_over_max", "unknown_model", "oversized_body",
+                                     "declared_huge_shape")
+# Sizes of the two probes that test the server's limits; bounded so that a server that
+# allocates whatever it is told still cannot endanger the machine.
+OVERSIZED_BODY_BYTES = 64 * 2**20
+DECLARED_HUGE_BYTES = 256 * 2**20
 
 
 class FailureStage(StrictModel):

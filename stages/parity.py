@@ -8,19 +8,25 @@ must get a 4xx and the server must stay ready.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from pipeline import http
+from pipeline.config import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, Spec
 from pipeline.context import RunContext
+from pipeline.errors import ServerError
+from pipeline.memory import process_tree_memory
 from pipeline.model_runtime import LoadedModel
 from pipeline.results import Gate, StageResult
 from pipeline.servers.base import ModelServer, send
 from pipeline.tensors import NUMPY_DTYPES, Batch, load_samples, take
 
 NAME = "parity"
+LIMIT_PROBES = frozenset({"oversized_body", "declared_huge_shape"})
+MEMORY_GUARD_MB = 2048.0
 USES_SERVER = True
 SINGLE_ITEMS = 8
 REQUEST_TIMEOUT_S = 30.0
@@ -91,6 +97,10 @@ def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel
 
 
 PROBE_TEXT: dict[str, str] = {
+    "oversized_body": f"a {OVERSIZED_BODY_BYTES // 2**20} MiB body, far over the largest "
+                      "valid request",
+    "declared_huge_shape": f"16 values under a shape that needs "
+                           f"{DECLARED_HUGE_BYTES // 2**20} MiB",
     "wrong_shape": "an item one element too long in the last dimension",
     "wrong_dtype": "the first input declared with another datatype",
     "missing_input": "the first input left out",
@@ -99,13 +109,92 @@ PROBE_TEXT: dict[str, str] = {
 }
 
 
+class MemoryWatch:
+    """Peak RSS growth of the server's process tree while a probe is in flight; the server
+    is stopped if it grows past MEMORY_GUARD_MB, before it can endanger the machine."""
+
+    def __init__(self, server: ModelServer) -> None:
+        self.server = server
+        self.baseline = self._rss_mb()
+        self.peak_growth = 0.0
+        self.tripped = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _rss_mb(self) -> float | None:
+        tree = self.server.process_tree()
+        return process_tree_memory(tree)["server_rss_mb"] if tree else None
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.05):
+            now = self._rss_mb()
+            if now is None or self.baseline is None:
+                continue
+            self.peak_growth = max(self.peak_growth, now - self.baseline)
+            if self.peak_growth > MEMORY_GUARD_MB:
+                self.tripped = True
+                self.server.stop()
+                return
+
+    def __enter__(self) -> MemoryWatch:
+        if self.baseline is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def largest_request_bytes(spec: Spec) -> int:
+    item = sum(int(np.prod(t.shape)) * np.dtype(NUMPY_DTYPES[t.dtype]).itemsize
+               for t in spec.model.inputs)
+    return item * spec.server.batching.max_batch_size
+
+
+def limit_verdict(probe: str, status: int | None, watch: MemoryWatch,
+                  spec: Spec) -> dict[str, Any]:
+    """What a limit probe says about the server, and the size limit to set."""
+    growth = round(watch.peak_growth, 1) if watch.baseline is not None else None
+    verdict: dict[str, Any] = {"rss_growth_mb": growth if growth is not None
+                               else "not measured"}
+    if status is not None and not 400 <= status < 500:
+        verdict["status_note"] = f"answered {status}, not a 4xx: a client cannot tell its own " \
+            "mistake from a server fault"
+    if probe == "declared_huge_shape":
+        declared_mb = DECLARED_HUGE_BYTES / 2**20
+        if growth is None:
+            verdict["validated_before_allocating"] = "not measured"
+        else:
+            verdict["validated_before_allocating"] = growth < 0.1 * declared_mb
+            if growth >= 0.1 * declared_mb:
+                verdict["finding"] = (f"the server grew by {growth:.0f} MiB for a request "
+                                      f"declaring {declared_mb:.0f} MiB with 64 bytes of data: "
+                                      "it allocates what a request declares before checking it")
+    else:
+        largest = largest_request_bytes(spec)
+        binary_limit = max(2**20, 2 * largest + 64 * 2**10)
+        verdict["limit_enforced"] = status == 413
+        verdict["recommended_limit_bytes"] = {"binary": binary_limit, "json": 12 * binary_limit}
+        if status != 413:
+            where = ("max_request_size in config.properties" if spec.server.kind == "torchserve"
+                     else "the proxy or ingress in front of Triton (it has no body limit)")
+            verdict["finding"] = (f"a {OVERSIZED_BODY_BYTES // 2**20} MiB body was read in "
+                                  f"full before it was refused; set a request-size limit of "
+                                  f"about {binary_limit // 2**10} KiB (binary) at {where}")
+    return verdict
+
+
 def run_probes(ctx: RunContext, server: ModelServer) -> tuple[list[Gate], list[dict[str, Any]]]:
     spec = ctx.loaded.spec
     gates = []
     details = []
     for probe in spec.stages.failure.probes:
+        watch = MemoryWatch(server)
         try:
-            reply = send(server.probe_request(probe), REQUEST_TIMEOUT_S)
+            with watch:
+                reply = send(server.probe_request(probe), REQUEST_TIMEOUT_S)
             status: int | None = reply.status
             try:
                 said = str(json.loads(reply.body).get("error", ""))[:160]
@@ -113,13 +202,25 @@ def run_probes(ctx: RunContext, server: ModelServer) -> tuple[list[Gate], list[d
                 said = reply.text()[:160]
         except http.Unreachable as exc:
             status, said = None, str(exc)
+        if watch.tripped:
+            raise ServerError(f"probe {probe}: the server grew by more than {MEMORY_GUARD_MB} "
+                              "MiB and was stopped before it could endanger the machine")
         ready = server.alive() and server.is_ready()
-        clean = status is not None and 400 <= status < 500 and ready
         observed = f"{status if status is not None else 'no answer'}, " + \
             ("server ready" if ready else "server NOT ready")
-        gates.append(Gate(f"failure.{probe}", observed, "4xx, server stays ready", clean))
-        details.append({"probe": probe, "sent": PROBE_TEXT[probe], "status": status,
-                        "error": said, "ready_after": ready})
+        if probe in LIMIT_PROBES:
+            # The server's limits are reported (with the size limit to set), not gated: the
+            # gate is that the server survives them.
+            gates.append(Gate(f"failure.{probe}", observed, "an answer, server stays ready",
+                              status is not None and ready))
+        else:
+            clean = status is not None and 400 <= status < 500 and ready
+            gates.append(Gate(f"failure.{probe}", observed, "4xx, server stays ready", clean))
+        entry: dict[str, Any] = {"probe": probe, "sent": PROBE_TEXT[probe], "status": status,
+                                 "error": said, "ready_after": ready}
+        if probe in LIMIT_PROBES:
+            entry.update(limit_verdict(probe, status, watch, spec))
+        details.append(entry)
     return gates, details
 
 
@@ -147,6 +248,9 @@ def run(ctx: RunContext) -> StageResult:
                f"within atol {parity.atol:g} + rtol {parity.rtol:g} (max |Δ| "
                f"{comparison.max_abs_error:.2g}); {len(probe_details)} bad requests failed "
                "cleanly")
+    findings = [p["finding"] for p in probe_details if p.get("finding")]
+    if findings:
+        message += "; " + "; ".join(findings)
     result = StageResult.judged(NAME, gates, message, metrics,
                                 {"probes": probe_details, "problems": comparison.problems or []})
     if comparison.problems and result.status.value == "failed":

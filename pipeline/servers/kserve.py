@@ -14,10 +14,10 @@ import numpy as np
 from tritonclient.grpc import service_pb2
 from tritonclient.http import InferenceServerClient, InferInput, InferRequestedOutput
 
-from pipeline.config import ModelSpec, ProbeName
+from pipeline.config import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ModelSpec, ProbeName
 from pipeline.grpc_wire import GrpcRequest
 from pipeline.servers.base import HttpRequest
-from pipeline.tensors import WIRE_DTYPES, Array, Batch
+from pipeline.tensors import NUMPY_DTYPES, WIRE_DTYPES, Array, Batch
 
 
 def encode_infer(base_url: str, model: str, batch: Batch, dtypes: Mapping[str, str],
@@ -88,6 +88,19 @@ def probe_request(base_url: str, model_name: str, model: ModelSpec, max_batch_si
         inputs = _json_inputs(model, 1, drop_first=True)
     elif probe == "batch_over_max":
         inputs = _json_inputs(model, max_batch_size + 1)
+    elif probe == "declared_huge_shape":
+        # A little data under a shape that would need DECLARED_HUGE_BYTES.
+        inputs = _json_inputs(model, 1)
+        inputs[0]["shape"] = [1, DECLARED_HUGE_BYTES // 4]
+    elif probe == "oversized_body":
+        # One valid item in the binary form, followed by far more bytes than it declares.
+        batch = {t.name: np.zeros((1, *t.shape), dtype=NUMPY_DTYPES[t.dtype])
+                 for t in model.inputs}
+        valid = encode_infer(base_url, model_name, batch,
+                             {t.name: t.dtype for t in model.inputs},
+                             [t.name for t in model.outputs])
+        return HttpRequest("POST", valid.url, valid.body + bytes(OVERSIZED_BODY_BYTES),
+                           valid.headers)
     else:
         name = f"{model_name}-does-not-exist"
         inputs = _json_inputs(model, 1)

@@ -27,7 +27,13 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline import http
-from pipeline.config import LoadedSpec, ProbeName, Spec
+from pipeline.config import (
+    DECLARED_HUGE_BYTES,
+    OVERSIZED_BODY_BYTES,
+    LoadedSpec,
+    ProbeName,
+    Spec,
+)
 from pipeline.digest import canonical_json, sha256_bytes, sha256_file
 from pipeline.errors import PipelineError, ServerError
 from pipeline.grpc_wire import GrpcRequest
@@ -328,6 +334,23 @@ class TorchServeEndpoint:
 
     def probe_request(self, probe: ProbeName) -> HttpRequest:
         model = self.spec.model
+        url = f"{self.inference_url}/predictions/{self.model_name}"
+        if probe == "oversized_body":
+            first = model.inputs[0]
+            item = int(np.prod(first.shape)) * np.dtype(NUMPY_DTYPES[first.dtype]).itemsize
+            rows = max(1, OVERSIZED_BODY_BYTES // item)
+            buffer = io.BytesIO()
+            np.save(buffer, np.zeros((rows, *first.shape), dtype=NUMPY_DTYPES[first.dtype]),
+                    allow_pickle=False)
+            return HttpRequest("POST", url, buffer.getvalue(),
+                               {"Content-Type": "application/octet-stream",
+                                **self._auth("inference")})
+        if probe == "declared_huge_shape":
+            first = model.inputs[0]
+            body = {"inputs": {first.name: {"shape": [1, DECLARED_HUGE_BYTES // 4],
+                                            "dtype": first.dtype, "data": [0] * 16}}}
+            return HttpRequest("POST", url, json.dumps(body).encode(),
+                               {"Content-Type": "application/json", **self._auth("inference")})
         count = self.spec.server.batching.max_batch_size + 1 if probe == "batch_over_max" else 1
         inputs: dict[str, Any] = {}
         for position, tensor in enumerate(model.inputs):

@@ -418,7 +418,7 @@ done
 python3 -c 'import numpy, onnxruntime; assert (numpy.arange(3) * 2).sum() == 6; \\
 print("numpy", numpy.__version__, "onnxruntime", onnxruntime.__version__, \\
 onnxruntime.get_available_providers())'
-tritonserver --help >/dev/null 2>&1 || { tritonserver --help; exit 1; }
+tritonserver --help 2>&1 | grep -q -- --model-repository || { tritonserver --help; exit 1; }
 echo SELF-CHECK-OK
 """
 
