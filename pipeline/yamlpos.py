@@ -100,7 +100,13 @@ def load_document(path: Path, display: str | None = None) -> PositionedDocument:
 
 
 def parse_document(text: str, display: str) -> PositionedDocument:
-    loader = SpecLoader(text)
+    try:
+        loader = SpecLoader(text)
+    except yaml.reader.ReaderError as exc:  # e.g. a control character
+        line = text[: exc.position].count("\n") + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise _issue(display, line, column, f"invalid YAML: {exc.reason} "
+                     f"(character {exc.character!r})") from None
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:

@@ -206,6 +206,8 @@ _TELLING = (
     re.compile(r"Failed to load model [^\n]*"),
     re.compile(r"(?<=MODEL_LOG - )\w+(?:Error|Exception): [^\n]*"),
     re.compile(r"TorchServe is already running[^\n]*"),
+    re.compile(r"Backend worker process died[^\n]*"),
+    re.compile(r"Worker disconnected[^\n]*"),
     re.compile(r"ModelNotFoundException[^\n]*"),
 )
 
@@ -408,9 +410,31 @@ class TorchServeServer(TorchServeEndpoint):
             LOG_LOCATION=str(self.home / "logs"), METRICS_LOCATION=str(self.home / "logs"))
         self.local = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home)
         self.process = self.local
+        self.workers: dict[int, str] = {}
 
     def start(self) -> None:
         self.local.start()
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.2) -> float:
+        seconds = super().wait_ready(timeout_s, poll_s)
+        # From now on a worker that dies is the server failing, even though the JVM lives
+        # on and starts another one.
+        self.workers = {p.pid: " ".join(p.cmdline()) for p in self.local.tree()
+                        if "model_service_worker" in " ".join(p.cmdline())}
+        return seconds
+
+    def alive(self) -> bool:
+        return self.local.is_running() and self._dead_worker() is None
+
+    def _dead_worker(self) -> int | None:
+        for pid in self.workers:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    continue
+            except psutil.NoSuchProcess:
+                pass
+            return pid
+        return None
 
     def stop(self) -> None:
         self.local.stop()
@@ -437,6 +461,9 @@ class TorchServeServer(TorchServeEndpoint):
         return "last log lines: " + " | ".join(self.local.log_tail(6))
 
     def describe_death(self) -> str:
+        dead = self._dead_worker() if self.local.is_running() else None
+        if dead is not None:
+            return f"a TorchServe worker (pid {dead}) died; {self.log_excerpt()}"
         return f"torchserve {self.local.describe_exit()}; {self.log_excerpt()}"
 
     def _worker_failures(self) -> int:

@@ -48,9 +48,11 @@ def cli(args: list[str], cwd: Path, timeout: float = 300,
                           capture_output=True, timeout=timeout, env=env or dict(os.environ))
 
 
-def start_cli(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+def start_cli(args: list[str], cwd: Path,
+              env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env or dict(os.environ))
 
 
 def latest_record(project: Path) -> dict[str, Any]:

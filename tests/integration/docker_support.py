@@ -371,13 +371,15 @@ def _context_files() -> dict[str, Path]:
     return files
 
 
-def _recipe(files: dict[str, Path], debian: str) -> str:
-    """Digest of what the image is made of: inputs' versions, sizes, the scripts, the base."""
+def _recipe(files: dict[str, Path]) -> str:
+    """Digest of what the image is made of: Debian suite and packages, the versions and sizes
+    of the copied files, the scripts. Not the rootfs bytes: a tagged image is reused even when
+    the rootfs cache is gone."""
     versions = {name: metadata.version(name)
                 for name in ("nvidia-pytriton", "numpy", "onnxruntime")}
     inventory = sorted((name, path.stat().st_size) for name, path in files.items())
-    body = json.dumps([RECIPE_VERSION, debian, versions, inventory, TRITONSERVER_WRAPPER,
-                       ENTRYPOINT, DOCKERFILE])
+    body = json.dumps([RECIPE_VERSION, SUITE, DEBIAN_PACKAGES, versions, inventory,
+                       TRITONSERVER_WRAPPER, ENTRYPOINT, DOCKERFILE])
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -450,7 +452,7 @@ def triton_cpu_base(client: docker.DockerClient, tag: str, cache: Path) -> str:
     """The offline CPU Triton base image `tag`, built once; returns `tag`.
 
     Reused when `tag` exists with the same recipe label (versions of nvidia-pytriton, numpy,
-    onnxruntime, the file list, the scripts and the Debian base); rebuilt otherwise. The
+    onnxruntime, the file list, the scripts, the Debian suite/packages); rebuilt otherwise. The
     debootstrap rootfs is cached as `cache/rootfs-bookworm-*.tar` (about 1 min to make, a
     few seconds to import). The image:
 
@@ -466,14 +468,14 @@ def triton_cpu_base(client: docker.DockerClient, tag: str, cache: Path) -> str:
     cache.mkdir(parents=True, exist_ok=True)
     with _locked(cache / ".triton-cpu-base.lock"):
         files = _context_files()
-        debian = _import_rootfs(client, _debian_rootfs(cache))
-        recipe = _recipe(files, debian)
+        recipe = _recipe(files)
         try:
             existing = client.images.get(tag)
             if (existing.labels or {}).get(RECIPE_LABEL) == recipe:
                 return tag
         except docker.errors.ImageNotFound:
             pass
+        debian = _import_rootfs(client, _debian_rootfs(cache))
         with tempfile.TemporaryFile(dir=cache) as context:
             _write_context(context, debian, files)
             context.seek(0)

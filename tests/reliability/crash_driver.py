@@ -3,7 +3,7 @@
 Run as ``python -m tests.reliability.crash_driver --store URL`` or by path. Every
 iteration publishes a release (two small blobs, one of them the same every time so
 the "already present" path runs too, and one of a few MB written from a file so the
-write takes measurable time), promotes it, and every third iteration rolls the
+write takes measurable time), promotes it, and every second iteration rolls the
 pointer back. One line goes to stdout (flushed) after every completed step:
 
     ready                      store opened, about to write (after "go" with --wait-go)
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         while args.iterations == 0 or iteration < args.iterations:
             iteration += 1
             iterate(store, workdir, f"{args.tag}-{iteration}", big_bytes,
-                    roll_back=iteration % 3 == 0)
+                    roll_back=iteration % 2 == 0)
     if args.iterations:
         say(f"done {args.iterations}")
     return 0

@@ -16,7 +16,7 @@ to some methods and paths):
 
 Every injected fault is counted by kind (`FaultProxy.counts`). The proxy is a context
 manager; it also stops itself after `lifetime` seconds so a stuck test cannot leave it
-behind.
+behind. `seen` lists every request and its fault, for the tests' own checks.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import BinaryIO
@@ -66,13 +66,17 @@ class FaultRule:
     (path and query) matches the regular expression `path` (any when None). For each
     matching request, in order: the next entry of `schedule` is used while there is
     one (None there means "let it through"); afterwards, with `probability`, a kind
-    drawn from `kinds` by an RNG seeded with `seed`. At most `limit` faults in all.
+    drawn from `kinds` by an RNG seeded with `seed`. At most `limit` faults in all, and
+    at most `per_target` for the same method and target: a client's retries of one
+    request carry the same target, so `per_target=attempts - 1` makes every fault
+    transient (retries always win) while `probability=1.0` makes one permanent.
     """
 
     def __init__(self, kinds: Sequence[str] = ("slowdown", "internal", "drop"), *,
                  probability: float = 0.0, schedule: Sequence[str | None] = (),
                  methods: Collection[str] | None = None, path: str | None = None,
-                 seed: int = 0, limit: int | None = None) -> None:
+                 seed: int = 0, limit: int | None = None,
+                 per_target: int | None = None) -> None:
         unknown = [kind for kind in [*kinds, *schedule] if kind is not None and
                    kind not in FAULT_KINDS]
         if unknown:
@@ -85,6 +89,8 @@ class FaultRule:
         self.methods = None if methods is None else frozenset(m.upper() for m in methods)
         self.path = None if path is None else re.compile(path)
         self.limit = limit
+        self.per_target = per_target
+        self._by_target: Counter[tuple[str, str]] = Counter()
         self.matched = 0
         self.injected = 0
         self._random = random.Random(seed)
@@ -101,6 +107,9 @@ class FaultRule:
         self.matched += 1
         if self.limit is not None and self.injected >= self.limit:
             return None
+        if self.per_target is not None and \
+                self._by_target[(method, target)] >= self.per_target:
+            return None
         if self.schedule:
             kind = self.schedule.pop(0)
         elif self.kinds and self._random.random() < self.probability:
@@ -109,6 +118,7 @@ class FaultRule:
             kind = None
         if kind is not None:
             self.injected += 1
+            self._by_target[(method, target)] += 1
         return kind
 
 
@@ -144,7 +154,7 @@ def _read_line(reader: BinaryIO) -> bytes:
     return line
 
 
-def _read_head(reader: BinaryIO) -> tuple[bytes, list[bytes]] | None:
+def read_head(reader: BinaryIO) -> tuple[bytes, list[bytes]] | None:
     """The start line and the raw header lines; None on a clean EOF before a request."""
     line = _read_line(reader)
     while line in (b"\r\n", b"\n"):      # tolerated before a request (RFC 9112 2.2)
@@ -172,7 +182,7 @@ def _read_exact(reader: BinaryIO, size: int) -> bytes:
     return data
 
 
-def _read_chunked(reader: BinaryIO) -> bytes:
+def read_chunked(reader: BinaryIO) -> bytes:
     """A chunked body exactly as it was framed (chunk extensions and trailers included:
     aws-chunked signatures and checksum trailers pass through untouched)."""
     parts: list[bytes] = []
@@ -197,9 +207,9 @@ def _read_chunked(reader: BinaryIO) -> bytes:
             return b"".join(parts)
 
 
-def _read_body(reader: BinaryIO, headers: list[bytes], *, until_eof: bool) -> bytes:
+def read_body(reader: BinaryIO, headers: list[bytes], *, until_eof: bool) -> bytes:
     if "chunked" in _tokens(headers, "transfer-encoding"):
-        return _read_chunked(reader)
+        return read_chunked(reader)
     lengths = _header_values(headers, "content-length")
     if lengths:
         try:
@@ -235,7 +245,7 @@ class FaultProxy:
         self.timeout = timeout
         self.lifetime = lifetime
         self._lock = threading.Lock()
-        self._rule: FaultRule | None = None
+        self._rules: tuple[FaultRule, ...] = ()
         self._counts: Counter[str] = Counter()
         self._seen: list[Seen] = []
         self._sockets: set[socket.socket] = set()
@@ -277,28 +287,28 @@ class FaultProxy:
             sockets = list(self._sockets)
             threads = list(self._threads)
         for sock in sockets:
-            try:
+            with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         for thread in threads:
             thread.join(timeout=10)
         if self._listener is not None:
             self._listener.close()
             self._listener = None
 
-    def set_rule(self, rule: FaultRule | None) -> None:
+    def set_rules(self, *rules: FaultRule) -> None:
+        """From now on, each request is decided by the first of `rules` that matches it
+        (none: every request goes through)."""
         with self._lock:
-            self._rule = rule
+            self._rules = rules
 
     @contextmanager
-    def faults(self, rule: FaultRule) -> Iterator[FaultRule]:
-        """Inject `rule`'s faults inside the block only."""
-        self.set_rule(rule)
+    def faults(self, *rules: FaultRule) -> Iterator[tuple[FaultRule, ...]]:
+        """Inject the rules' faults inside the block only."""
+        self.set_rules(*rules)
         try:
-            yield rule
+            yield rules
         finally:
-            self.set_rule(None)
+            self.set_rules()
 
     @property
     def counts(self) -> Counter[str]:
@@ -342,7 +352,8 @@ class FaultProxy:
     def _decide(self, method: str, target: str) -> tuple[str | None, int]:
         """The fault for this request (counted) and the request's number."""
         with self._lock:
-            fault = None if self._rule is None else self._rule.decide(method, target)
+            rule = next((r for r in self._rules if r.matches(method, target)), None)
+            fault = None if rule is None else rule.decide(method, target)
             if fault is not None:
                 self._counts[fault] += 1
             self._seen.append(Seen(method, target, fault))
@@ -360,7 +371,7 @@ class FaultProxy:
         reader: BinaryIO = client.makefile("rb")
         try:
             while not self._stop.is_set():
-                head = _read_head(reader)
+                head = read_head(reader)
                 if head is None:
                     return
                 request = _Request(*head)
@@ -368,7 +379,7 @@ class FaultProxy:
                     # We answer the 100 ourselves and forward without the Expect header,
                     # so that a fault can be decided once the whole request is in.
                     client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-                body = _read_body(reader, request.headers, until_eof=False)
+                body = read_body(reader, request.headers, until_eof=False)
                 fault, number = self._decide(request.method, request.target)
                 if fault is not None and fault in _ERRORS:
                     client.sendall(_error_response(fault, request.method, number))
@@ -385,7 +396,7 @@ class FaultProxy:
                 no_body = request.method == "HEAD" or status in (204, 304)
                 framed = ("chunked" in _tokens(response_headers, "transfer-encoding") or
                           bool(_header_values(response_headers, "content-length")))
-                response_body = b"" if no_body else _read_body(up_reader, response_headers,
+                response_body = b"" if no_body else read_body(up_reader, response_headers,
                                                                until_eof=True)
                 if fault == "lose":
                     return
@@ -404,10 +415,8 @@ class FaultProxy:
             for sock in (client, upstream):
                 if sock is None:
                     continue
-                try:
+                with suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 sock.close()
                 with self._lock:
                     self._sockets.discard(sock)
@@ -420,7 +429,7 @@ class FaultProxy:
         """The final response's status, raw head and headers (interim 1xx are passed over:
         the client already had its 100 Continue from us)."""
         while True:
-            head = _read_head(reader)
+            head = read_head(reader)
             if head is None:
                 raise ProtocolViolation("upstream closed before answering")
             line, headers = head

@@ -9,9 +9,10 @@ chains. Temp files a killed writer leaves in the local store are allowed, but mu
 never be listed. At the end an un-killed driver run must succeed on the same store
 (no stale lock: the local store's flock is dropped by the kernel).
 
-Kill points are chosen as: a random number (0-4) of completed steps after the driver
+Kill points are chosen as: a random number (0-5) of completed steps after the driver
 starts writing, then a random delay of up to one step's typical duration, so kills
-land inside blob writes, manifest creation, pointer swaps and audit writes alike.
+land inside blob writes, manifest creation, pointer swaps, rollbacks and audit
+writes alike (the driver rolls back every second iteration).
 The next driver is started (and imports) while the previous store is checked, and
 only starts writing when told "go", so timing does not drift with import time.
 """
@@ -39,8 +40,6 @@ from pipeline.fsck import verify_store
 from pipeline.release import list_releases, read_pointer
 from pipeline.store import LocalStore, Store, open_store
 from tests.integration.conftest import S3Server
-from tests.integration.conftest import s3_env as s3_env
-from tests.integration.conftest import s3_server as s3_server
 
 pytestmark = pytest.mark.integration
 
@@ -49,16 +48,18 @@ NAME = "crashy"
 ENVIRONMENT = "staging"
 KILLS = 20
 SEED = 0x5EED_C4A5
-BIG_MB = 3.0
+# The big blob per release. Every kill re-hashes the whole store (on S3: downloads it
+# through moto, ~50 MB/s), so the S3 one is smaller to keep the suite near a minute.
+BIG_MB = {"file": 3.0, "s3": 2.0}
 # The longest random delay after the chosen number of steps, per store kind: about one
-# step's duration (a publish of a 3 MB blob), so kills spread over a whole step.
-MAX_DELAY_S = {"file": 0.06, "s3": 0.15}
+# step's duration (a publish with its big blob), so kills spread over a whole step.
+MAX_DELAY_S = {"file": 0.06, "s3": 0.12}
 STARTUP_TIMEOUT_S = 30.0
 STEP_TIMEOUT_S = 30.0
 
 
 class Tally(Protocol):
-    def add(self, key: str, n: int) -> None: ...
+    def add(self, kind: str, n: int) -> None: ...
 
 
 class DriverDied(AssertionError):
@@ -74,13 +75,12 @@ class Driver:
     seen: list[str] = field(default_factory=list)
 
     @classmethod
-    def start(cls, store_url: str, tag: str, workdir: Path, env: dict[str, str],
-              *extra: str) -> Driver:
+    def start(cls, target: Target, tag: str, workdir: Path, *extra: str) -> Driver:
         process = subprocess.Popen(
-            [sys.executable, str(DRIVER), "--store", store_url, "--tag", tag,
-             "--big-mb", str(BIG_MB), "--workdir", str(workdir), *extra],
+            [sys.executable, str(DRIVER), "--store", target.url, "--tag", tag,
+             "--big-mb", str(BIG_MB[target.kind]), "--workdir", str(workdir), *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=env)
+            text=True, env=target.env)
         driver = cls(process)
         threading.Thread(target=driver._pump, daemon=True).start()
         return driver
@@ -125,6 +125,17 @@ class Driver:
             f"driver exited {self.process.returncode} on its own after {self.seen[-3:]}: "
             f"{stderr.strip()[-2000:]}")
         self.close()
+
+    def finish(self, timeout: float = 60) -> tuple[int, str]:
+        """Let it run to its end: its exit status and stderr (all stdout lines in `seen`)."""
+        try:
+            self.process.wait(timeout=timeout)
+            while (line := self.lines.get(timeout=10)) is not None:
+                self.seen.append(line)
+            stderr = self.process.stderr.read() if self.process.stderr else ""
+        finally:
+            self.close()
+        return self.process.returncode, stderr.strip()[-2000:]
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -215,15 +226,16 @@ def test_sigkill_at_random_points_leaves_a_consistent_store(
     verify_s = 0.0
 
     def spawn(index: int) -> Driver:
-        return Driver.start(target.url, f"k{index}", workdir, target.env, "--wait-go")
+        return Driver.start(target, f"k{index}", workdir, "--wait-go")
 
-    upcoming = spawn(0)
+    upcoming: Driver | None = spawn(0)
     try:
         for index in range(KILLS):
+            assert upcoming is not None
             driver, upcoming = upcoming, None
             try:
                 driver.expect("loaded", STARTUP_TIMEOUT_S)
-                steps = rng.randint(0, 4)
+                steps = rng.randint(0, 5)
                 delay = rng.uniform(0.0, MAX_DELAY_S[target.kind])
                 driver.go()
                 driver.expect("ready", STEP_TIMEOUT_S)
@@ -255,14 +267,9 @@ def test_sigkill_at_random_points_leaves_a_consistent_store(
     killed_s = time.monotonic() - started
 
     # An un-killed run on the same store: no stale lock, nothing in the way.
-    final = Driver.start(target.url, "final", workdir, target.env, "--iterations", "3")
-    try:
-        final.process.wait(timeout=60)
-        while not final.seen or final.seen[-1].split(" ", 1)[0] != "done":
-            final.next_line(STEP_TIMEOUT_S)
-    finally:
-        final.close()
-    assert final.process.returncode == 0
+    final = Driver.start(target, "final", workdir, "--iterations", "3")
+    status, stderr = final.finish()
+    assert (status, final.seen[-1:]) == (0, ["done 3"]), stderr
     moved = [line.split(" ", 1)[1] for line in final.seen
              if line.split(" ", 1)[0] in ("promote", "rollback")]
     pointer, _ = read_pointer(target.store, NAME, ENVIRONMENT)
@@ -285,13 +292,10 @@ def test_crash_at_each_write_boundary(target: Target, point: str, tally: Tally,
     if point == "lock" and target.kind != "file":
         pytest.skip("only the local store takes a lock")
     store = target.store
-    driver = Driver.start(target.url, f"crash-{point}", tmp_path / "driver", target.env,
+    driver = Driver.start(target, f"crash-{point}", tmp_path / "driver",
                           "--crash-after", point)
-    try:
-        driver.process.wait(timeout=60)
-    finally:
-        driver.close()
-    assert driver.process.returncode == -signal.SIGKILL
+    status, stderr = driver.finish()
+    assert (status, driver.seen[-1:]) == (-signal.SIGKILL, ["crashing"]), stderr
     tally.add("kills", 1)
 
     check = verify_store(store)
@@ -308,13 +312,9 @@ def test_crash_at_each_write_boundary(target: Target, point: str, tally: Tally,
     assert pointer.current == (releases[0] if point == "pointer" else None)
 
     # The store stays usable: an un-killed run goes through (no stale lock).
-    final = Driver.start(target.url, "after", tmp_path / "driver", target.env,
-                         "--iterations", "1")
-    try:
-        final.process.wait(timeout=60)
-    finally:
-        final.close()
-    assert final.process.returncode == 0
+    final = Driver.start(target, "after", tmp_path / "driver", "--iterations", "1")
+    status, stderr = final.finish()
+    assert (status, final.seen[-1:]) == (0, ["done 1"]), stderr
     assert verify_store(store).problems == []
 
 
@@ -323,14 +323,12 @@ def test_crash_between_pointer_and_audit_loses_the_audit_entry(
     """README: `audit/<name>/<timestamp>-<event>.json`, append-only, one file per
     promote/rollback/approve. move_pointer replaces the pointer, then creates the audit
     entry: a crash in between leaves a promotion that the audit log never shows."""
-    driver = Driver.start(target.url, "audit", tmp_path / "driver", target.env,
-                          "--crash-after", "pointer")
-    try:
-        driver.process.wait(timeout=60)
-    finally:
-        driver.close()
-    assert driver.process.returncode == -signal.SIGKILL
+    driver = Driver.start(target, "audit", tmp_path / "driver", "--crash-after",
+                          "pointer")
+    status, stderr = driver.finish()
+    assert (status, driver.seen[-1:]) == (-signal.SIGKILL, ["crashing"]), stderr
     tally.add("kills", 1)
     gaps = audit_gaps(target.store)
     tally.add("inconsistencies", len(gaps))
     assert gaps == [], "pointer events with no audit entry after a crash"
+

@@ -1,0 +1,58 @@
+"""Two pipelines at once on one machine (different specs, same server kind) share nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import start_cli
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+QUICK = """
+stages:
+  readiness: {timeout: 240s}
+  parity: {data: ../mlp/samples.npz}
+  failure: {probes: [wrong_shape, unknown_model]}
+  latency: {concurrency: 2, warmup: 500ms, duration: 2s}
+  saturation: {enabled: false}
+"""
+
+
+def torchserve_project(project: Path, name: str) -> Path:
+    # Next to examples/torchserve, so that ../mlp resolves as in the example.
+    folder = project / "examples" / name
+    shutil.copytree(project / "examples" / "torchserve", folder,
+                    ignore=shutil.ignore_patterns(".serve-pipeline"))
+    text = (REPO / "examples" / "torchserve" / "serve.yaml").read_text()
+    head, _, tail = text.partition("\nstages:\n")
+    _, _, publish = tail.partition("\npublish:\n")
+    head = head.replace("name: fraud-mlp-torchserve", f"name: {name}")
+    (folder / "serve.yaml").write_text(head + "\n" + QUICK + "\npublish:\n" + publish)
+    return folder
+
+
+def test_two_torchserve_pipelines_at_once(project: Path) -> None:
+    folders = [torchserve_project(project, name) for name in ("iso-a", "iso-b")]
+    processes = [start_cli(["run"], folder) for folder in folders]
+    outputs = [process.communicate(timeout=400) for process in processes]
+    for process, (stdout, stderr) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, stdout + stderr
+    records = [json.loads(sorted((f / ".serve-pipeline" / "runs").glob("*/record.json"))[-1]
+                          .read_text()) for f in folders]
+    ports = [next(s for s in r["stages"] if s["name"] == "start")["details"]["ports"]
+             for r in records]
+    assert not set(ports[0].values()) & set(ports[1].values())
+    homes = [f / ".serve-pipeline" / "runs" / r["run_id"] / "torchserve"
+             for f, r in zip(folders, records, strict=True)]
+    assert homes[0] != homes[1] and all(home.is_dir() for home in homes)
+    for home in homes:                     # keys and pid files went with their servers
+        assert not list(home.rglob("key_file.json"))
+        assert not list(home.rglob(".model_server.pid"))
+    logs = [(home / "logs" / "ts_log.log").read_text() for home in homes]
+    assert "iso-a" in logs[0] and "iso-b" not in logs[0]
+    assert "iso-b" in logs[1] and "iso-a" not in logs[1]

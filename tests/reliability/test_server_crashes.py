@@ -1,0 +1,129 @@
+"""A server that dies while being measured: caught within 2 s, the stage fails with the
+server's own words, and teardown leaves no process and no bound port."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pipeline.ports import port_is_bound
+from tests.integration.conftest import fast_spec, start_cli
+from tests.reliability.conftest import Tally
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+DETECTION_LIMIT_S = 2.0
+
+LONG_STAGES = """
+stages:
+  readiness: {timeout: 180s}
+  parity: {data: PARITY}
+  failure: {probes: [wrong_shape]}
+  latency: {concurrency: 4, warmup: 500ms, duration: 20s}
+  saturation: {max_concurrency: 4, probe_duration: 20s}
+"""
+
+
+def spec_for(project: Path, kind: str) -> Path:
+    if kind == "triton":
+        text = fast_spec((project / "serve.yaml").read_text())
+        folder, parity = project, "examples/mlp/samples.npz"
+    else:
+        folder, parity = project / "examples" / "torchserve", "../mlp/samples.npz"
+        text = (REPO / "examples" / "torchserve" / "serve.yaml").read_text()
+    head, _, tail = text.partition("\nstages:\n")
+    _, _, publish = tail.partition("\npublish:\n")
+    spec = folder / "serve.yaml"
+    spec.write_text(head + "\n" + LONG_STAGES.replace("PARITY", parity) + "\npublish:\n" +
+                    publish)
+    return folder
+
+
+def record_of(folder: Path) -> dict[str, object] | None:
+    runs = sorted((folder / ".serve-pipeline" / "runs").glob("*/record.json"))
+    if not runs:
+        return None
+    try:
+        body: dict[str, object] = json.loads(runs[-1].read_text())
+    except ValueError:
+        return None
+    return body
+
+
+def stages_of(record: dict[str, object] | None) -> list[dict[str, object]]:
+    return list(record["stages"]) if record else []  # type: ignore[call-overload]
+
+
+def wait_until_running(folder: Path, stage: str, timeout: float = 180.0) -> dict[str, object]:
+    order = ["build", "start", "readiness", "parity", "latency", "saturation"]
+    needed = order[: order.index(stage)]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = record_of(folder)
+        done = [s["name"] for s in stages_of(record)]
+        if done[: len(needed)] == needed and record is not None:
+            return record
+        time.sleep(0.1)
+    raise AssertionError(f"{stage} never started")
+
+
+def victim(record: dict[str, object], what: str) -> int:
+    start = next(s for s in stages_of(record) if s["name"] == "start")
+    pid = int(start["details"]["pid"])  # type: ignore[index]
+    if what == "server":
+        return pid
+    workers = [p.pid for p in psutil.Process(pid).children(recursive=True)
+               if "model_service_worker" in " ".join(p.cmdline())]
+    assert workers, "no TorchServe worker found"
+    return workers[0]
+
+
+@pytest.mark.parametrize(("kind", "stage", "what"), [
+    ("triton", "latency", "server"), ("triton", "saturation", "server"),
+    ("torchserve", "latency", "server"), ("torchserve", "saturation", "server"),
+    ("torchserve", "latency", "worker"),
+])
+def test_a_server_killed_mid_measurement(project: Path, tally: Tally, kind: str, stage: str,
+                                         what: str) -> None:
+    folder = spec_for(project, kind)
+    process = start_cli(["run"], folder)
+    try:
+        record = wait_until_running(folder, stage)
+        ports = next(s for s in stages_of(record) if s["name"] == "start")["details"]["ports"]  # type: ignore[index]
+        time.sleep(1.0)                       # well inside the measurement window
+        target = victim(record, what)
+        os.kill(target, signal.SIGKILL)
+        killed_at = time.monotonic()
+        tally.add("crashes")
+        detected_at = None
+        while time.monotonic() - killed_at < 30:
+            current = {s["name"]: s for s in stages_of(record_of(folder))}
+            if stage in current:
+                detected_at = time.monotonic()
+                break
+            time.sleep(0.05)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert detected_at is not None
+    assert detected_at - killed_at <= DETECTION_LIMIT_S, detected_at - killed_at
+    assert process.returncode == 1 and "Traceback" not in stderr
+    final = {s["name"]: s for s in stages_of(record_of(folder))}
+    assert final[stage]["status"] == "failed"
+    message = str(final[stage]["message"])
+    assert ("killed by SIGKILL" in message) or ("worker" in message and "died" in message), \
+        message
+    assert "log" in message                   # the server's own last words are quoted
+    assert all(final[name]["status"] == "aborted" for name in final
+               if list(final).index(name) > list(final).index(stage))
+    assert not any(port_is_bound(int(port)) for port in ports.values())  # type: ignore[attr-defined]
+    leftovers = [p for p in psutil.process_iter(["cmdline"])
+                 if str(folder) in " ".join(p.info["cmdline"] or [])]
+    assert leftovers == []
