@@ -35,6 +35,10 @@ class DockerEngine:
         import docker
 
         self.address = env.get("DOCKER_HOST") or DEFAULT_SOCKET
+        socket_path = Path(self.address.removeprefix("unix://"))
+        if self.address.startswith("unix://") and not socket_path.exists():
+            raise PipelineError(f"no Docker daemon reachable at {self.address}: no such socket "
+                                "(start dockerd or set DOCKER_HOST)")
         try:
             self.client = docker.DockerClient(base_url=self.address, timeout=120)
             self.client.ping()

@@ -59,6 +59,9 @@ def docker_client(timeout: int = 600) -> docker.DockerClient | None:
     `timeout` is the per-request socket timeout in seconds: builds and runs of the Triton
     base move hundreds of MB, so it is generous.
     """
+    address = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if address.startswith("unix://") and not Path(address.removeprefix("unix://")).exists():
+        return None  # nothing to talk to (and no half-open socket left behind)
     try:
         client = docker.from_env(timeout=timeout)  # reads DOCKER_HOST; negotiates the API
     except docker.errors.DockerException:

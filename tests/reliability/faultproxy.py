@@ -359,16 +359,30 @@ class FaultProxy:
             self._seen.append(Seen(method, target, fault))
             return fault, len(self._seen)
 
-    def _connect_upstream(self) -> socket.socket:
-        upstream = socket.create_connection(self.upstream, timeout=self.timeout)
+    def _open(self, sock: socket.socket) -> BinaryIO:
         with self._lock:
-            self._sockets.add(upstream)
-        return upstream
+            self._sockets.add(sock)
+        return sock.makefile("rb")
+
+    def _close(self, sock: socket.socket | None, reader: BinaryIO | None) -> None:
+        if reader is not None:
+            reader.close()
+        if sock is None:
+            return
+        with suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+        with self._lock:
+            self._sockets.discard(sock)
 
     def _serve(self, client: socket.socket) -> None:
+        """One client connection, kept alive across requests. The upstream connection is
+        opened when needed and reopened after the server closes it (werkzeug, under moto,
+        closes after every response): the client keeps its connection all the same, as
+        it would with S3."""
         upstream: socket.socket | None = None
         up_reader: BinaryIO | None = None
-        reader: BinaryIO = client.makefile("rb")
+        reader = self._open(client)
         try:
             while not self._stop.is_set():
                 head = read_head(reader)
@@ -387,47 +401,45 @@ class FaultProxy:
                 if fault == "drop":
                     return
                 if upstream is None or up_reader is None:
-                    upstream = self._connect_upstream()
-                    up_reader = upstream.makefile("rb")
+                    upstream = socket.create_connection(self.upstream, timeout=self.timeout)
+                    up_reader = self._open(upstream)
                 forwarded = [h for h in request.headers
                              if not h.lower().startswith(b"expect:")]
                 upstream.sendall(request.line + b"".join(forwarded) + b"\r\n" + body)
-                status, response_head, response_headers = self._response_head(up_reader)
+                status, line, response_headers = self._response_head(up_reader)
                 no_body = request.method == "HEAD" or status in (204, 304)
-                framed = ("chunked" in _tokens(response_headers, "transfer-encoding") or
-                          bool(_header_values(response_headers, "content-length")))
+                framed = no_body or \
+                    "chunked" in _tokens(response_headers, "transfer-encoding") or \
+                    bool(_header_values(response_headers, "content-length"))
                 response_body = b"" if no_body else read_body(up_reader, response_headers,
                                                                until_eof=True)
+                if "close" in _tokens(response_headers, "connection") or not framed:
+                    self._close(upstream, up_reader)
+                    upstream, up_reader = None, None
+                client_closes = ("close" in _tokens(request.headers, "connection") or
+                                 request.version == "HTTP/1.0" or not framed)
+                if not client_closes:
+                    response_headers = [h for h in response_headers
+                                        if not h.lower().startswith(b"connection:")]
+                response_head = line + b"".join(response_headers) + b"\r\n"
                 if fault == "lose":
                     return
                 if fault == "cut" and len(response_body) >= 2:
                     client.sendall(response_head + response_body[: len(response_body) // 2])
                     return
                 client.sendall(response_head + response_body)
-                closing = ("close" in _tokens(request.headers, "connection") or
-                           "close" in _tokens(response_headers, "connection") or
-                           (not no_body and not framed) or request.version == "HTTP/1.0")
-                if closing:
+                if client_closes:
                     return
         except (OSError, ProtocolViolation, ValueError):
             return      # the peer went away or spoke nonsense: drop this connection
         finally:
-            for sock in (client, upstream):
-                if sock is None:
-                    continue
-                with suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-                with self._lock:
-                    self._sockets.discard(sock)
-            reader.close()
-            if up_reader is not None:
-                up_reader.close()
+            self._close(client, reader)
+            self._close(upstream, up_reader)
 
     @staticmethod
     def _response_head(reader: BinaryIO) -> tuple[int, bytes, list[bytes]]:
-        """The final response's status, raw head and headers (interim 1xx are passed over:
-        the client already had its 100 Continue from us)."""
+        """The final response's status, status line and headers (interim 1xx are passed
+        over: the client already had its 100 Continue from us)."""
         while True:
             head = read_head(reader)
             if head is None:
@@ -438,4 +450,4 @@ class FaultProxy:
             except (IndexError, ValueError):
                 raise ProtocolViolation(f"bad status line {line[:80]!r}") from None
             if not 100 <= status < 200 or status == 101:
-                return status, line + b"".join(headers) + b"\r\n", headers
+                return status, line, headers
