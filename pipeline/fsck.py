@@ -8,6 +8,7 @@ from itertools import pairwise
 from typing import Any
 
 from pipeline.digest import sha256_bytes
+from pipeline.release import audit_key
 from pipeline.store import Store
 
 
@@ -93,6 +94,9 @@ def verify_store(store: Store) -> StoreCheck:
             if (name, event.get("release_id")) not in releases:
                 check.problems.append(f"{name}/{environment}: event at {event.get('at')} "
                                       f"names unknown release {event.get('release_id')}")
+        if events and store.read(audit_key(name, environment, events[-1])) is None:
+            check.problems.append(f"{name}/{environment}: the last move ({events[-1].get('at')})"
+                                  " has no audit entry (the next move writes it)")
         for earlier, later in pairwise(events):
             if later.get("previous_release_id") != earlier.get("release_id"):
                 check.problems.append(f"{name}/{environment}: history broken at "

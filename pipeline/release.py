@@ -7,6 +7,7 @@ compare-and-swap and keep their whole history.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.digest import canonical_json, sha256_bytes
-from pipeline.errors import StoreError, UsageError
+from pipeline.errors import ConflictError, StoreError, UsageError
 from pipeline.store import Store
 
 MANIFEST_SCHEMA = 1
@@ -174,6 +175,7 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str, act
                  approved_by: list[str] | None = None) -> dict[str, Any]:
     """Compare-and-swap the pointer to `release_id`; append the event and an audit entry."""
     pointer, etag = read_pointer(store, name, environment)
+    repair_audit(store, name, environment, pointer)
     digest = manifest_digest(store, name, release_id)
     check_manifest_unchanged(pointer, release_id, digest)
     moment = utc_now()
@@ -190,10 +192,31 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str, act
     pointer.current = release_id
     store.write_if(pointer_key(name, environment),
                    json.dumps(pointer.to_json(), indent=2).encode(), etag)
-    audit = {**event, "environment": environment, "name": name}
-    store.create(f"audit/{name}/{moment:%Y%m%dT%H%M%S%fZ}-{action}-{environment}-"
-                 f"{secrets.token_hex(3)}.json", canonical_json(audit))
+    write_audit(store, name, environment, event)
     return event
+
+
+def audit_key(name: str, environment: str, event: dict[str, Any]) -> str:
+    """Named by the event itself, so that writing it again is harmless."""
+    stamp = str(event["at"]).replace("-", "").replace(":", "").replace(".", "")
+    tag = sha256_bytes(canonical_json(event))[:8]
+    return f"audit/{name}/{stamp}-{event['action']}-{environment}-{tag}.json"
+
+
+def write_audit(store: Store, name: str, environment: str, event: dict[str, Any]) -> None:
+    # Already written means the same event, the same bytes.
+    with contextlib.suppress(ConflictError):
+        store.create(audit_key(name, environment, event),
+                     canonical_json({**event, "environment": environment, "name": name}))
+
+
+def repair_audit(store: Store, name: str, environment: str, pointer: Pointer) -> None:
+    """The pointer is written before its audit entry: after a crash in between, the last
+    event's entry is missing. It is rebuilt from the event (it holds nothing else)."""
+    if pointer.events:
+        last = pointer.events[-1]
+        if store.read(audit_key(name, environment, last)) is None:
+            write_audit(store, name, environment, last)
 
 
 def rollback_target(pointer: Pointer) -> str:

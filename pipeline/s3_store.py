@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
+from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -60,7 +61,8 @@ class S3Store:
         if not self.bucket:
             raise StoreError(f"store {url}: no bucket name")
         self.prefix = prefix.strip("/")
-        config = Config(retries={"mode": "standard", "max_attempts": attempts},
+        # botocore's "max_attempts" counts retries; "total_max_attempts" counts requests.
+        config = Config(retries={"mode": "standard", "total_max_attempts": attempts},
                         connect_timeout=10, read_timeout=60, max_pool_connections=32,
                         request_checksum_calculation="when_supported")
         self.client: S3Client = boto3.client("s3", endpoint_url=endpoint_url, config=config)
@@ -117,7 +119,7 @@ class S3Store:
             else:
                 self.client.upload_file(str(path), self.bucket, self._key(key),
                                         ExtraArgs=extra, Config=self.transfer)
-        except (ClientError, BotoCoreError) as error:
+        except (ClientError, BotoCoreError, Boto3Error) as error:
             raise self._fail(f"upload blob {digest[:12]}", error) from None
         return True
 
@@ -153,9 +155,10 @@ class S3Store:
             if _is_missing(error):
                 raise StoreError(f"store {self.url}: blob {digest[:12]} is missing") from None
             raise self._fail(f"download blob {digest[:12]}", error) from None
-        except BotoCoreError as error:
+        except (BotoCoreError, Boto3Error) as error:
             destination.unlink(missing_ok=True)
-            raise self._fail(f"download blob {digest[:12]}", error) from None
+            cause = getattr(error, "last_exception", None) or error
+            raise self._fail(f"download blob {digest[:12]}", cause) from None
         hasher = hashlib.sha256()
         with destination.open("rb") as handle:
             while chunk := handle.read(CHUNK):
@@ -216,6 +219,8 @@ class S3Store:
                                    IfNoneMatch="*")
         except ClientError as error:
             if _is_precondition(error):
+                if self._retried_own_write(error, key, data):
+                    return
                 raise ConflictError(f"store {self.url}: {key} already exists") from None
             raise self._fail(f"create {key}", error) from None
         except BotoCoreError as error:
@@ -247,6 +252,9 @@ class S3Store:
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
                                    **condition)  # type: ignore[arg-type]
         except ClientError as error:
+            if (_is_precondition(error) or _is_missing(error)) and \
+                    self._retried_own_write(error, key, data):
+                return
             if _is_precondition(error) or _is_missing(error):
                 raise ConflictError(
                     f"store {self.url}: {key} changed since it was read (another promotion "
@@ -254,6 +262,19 @@ class S3Store:
             raise self._fail(f"update {key}", error) from None
         except BotoCoreError as error:
             raise self._fail(f"update {key}", error) from None
+
+    def _retried_own_write(self, error: ClientError, key: str, data: bytes) -> bool:
+        """A conditional PUT whose reply was lost is retried by botocore and then fails its
+        own precondition. If the key now holds exactly our bytes, the write succeeded
+        (manifests, audit entries and pointer bodies are unique to each call)."""
+        retried = error.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
+        if not retried:
+            return False
+        try:
+            found = self.read(key)
+        except StoreError:
+            return False
+        return found == data
 
     def list(self, prefix: str) -> list[str]:
         keys: list[str] = []

@@ -70,7 +70,10 @@ def test_promote_with_torchserve_batches_and_leaves_nothing(ts_project: Path) ->
     assert parity["metrics"]["parity_mismatched"] == 0
     assert {p["probe"]: p["status"] for p in parity["details"]["probes"]} == {
         "wrong_shape": 400, "wrong_dtype": 400, "missing_input": 400, "batch_over_max": 400,
-        "unknown_model": 404}
+        "unknown_model": 404, "oversized_body": 413, "declared_huge_shape": 400}
+    probes = {p["probe"]: p for p in parity["details"]["probes"]}
+    assert probes["oversized_body"]["limit_enforced"] is True
+    assert probes["declared_huge_shape"]["validated_before_allocating"] is True
     [manifest] = (ts_project / ".serve-pipeline" / "store" / "releases").rglob("*.json")
     body = __import__("json").loads(manifest.read_text())
     assert body["artifact"]["kind"] == "torchserve-mar"

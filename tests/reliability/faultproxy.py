@@ -2,7 +2,8 @@
 
 Stdlib only (socket + threading). It listens on 127.0.0.1:<free port>, forwards each
 request byte for byte to the upstream endpoint (Content-Length or chunked / aws-chunked
-bodies, keep-alive on both sides) and, per request, may instead inject a fault chosen
+bodies; `Expect: 100-continue` answered here; client connections kept alive even when
+the upstream closes after each response) and, per request, may instead inject a fault chosen
 by a `FaultRule` (an explicit schedule and/or a probability with a seeded RNG, limited
 to some methods and paths):
 
@@ -37,7 +38,6 @@ from urllib.parse import urlsplit
 FAULT_KINDS = ("slowdown", "internal", "drop", "cut", "lose")
 MAX_LINE = 65536
 MAX_HEADERS = 200
-COPY = 1 << 20
 
 _ERRORS = {
     "slowdown": (503, "Slow Down", "SlowDown", "Please reduce your request rate."),
@@ -283,17 +283,22 @@ class FaultProxy:
         self._stop.set()
         if self._acceptor is not None:
             self._acceptor.join(timeout=10)
+        self._hang_up()
         with self._lock:
-            sockets = list(self._sockets)
             threads = list(self._threads)
-        for sock in sockets:
-            with suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
         for thread in threads:
             thread.join(timeout=10)
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+
+    def _hang_up(self) -> None:
+        """Wake every connection thread (blocked reads return EOF) so that it ends."""
+        with self._lock:
+            sockets = list(self._sockets)
+        for sock in sockets:
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def set_rules(self, *rules: FaultRule) -> None:
         """From now on, each request is decided by the first of `rules` that matches it
@@ -333,6 +338,7 @@ class FaultProxy:
         while not self._stop.is_set():
             if time.monotonic() - self._started_at > self.lifetime:
                 self._stop.set()
+                self._hang_up()
                 break
             try:
                 client, _ = self._listener.accept()

@@ -283,8 +283,10 @@ def test_lost_reply_to_the_manifest_write_is_not_a_failed_publish(
     retries, and `If-None-Match: *` now answers 412. A publish reported as failed must
     not have left a visible release behind."""
     faulty = S3Store(url, endpoint_url=proxy.url, attempts=3)
-    with proxy.faults(FaultRule(schedule=["lose"], methods=["PUT"], path="/releases/")):
+    with proxy.faults(FaultRule(schedule=["lose"], methods=["PUT"],
+                                path="/releases/")) as (rule,):
         outcome = attempt(tally, lambda: publish(faulty, small_sources(tmp_path, 2, "m")))
+    assert rule.injected == 1
     releases = list_releases(direct, NAME)
     if isinstance(outcome, PipelineError):
         tally.add("inconsistencies", len(releases))
@@ -357,9 +359,11 @@ def test_lost_reply_to_a_pointer_move_is_not_reported_as_a_lost_race(
     releases = seed_releases(direct, tmp_path, 2)
     move_pointer(direct, NAME, "staging", releases[0], "promote", "seed")
     faulty = S3Store(url, endpoint_url=proxy.url, attempts=3)
-    with proxy.faults(FaultRule(schedule=["lose"], methods=["PUT"], path=f"/{key}/")):
+    with proxy.faults(FaultRule(schedule=["lose"], methods=["PUT"],
+                                path=f"/{key}/")) as (rule,):
         outcome = attempt(tally, lambda: move_pointer(faulty, NAME, "staging", releases[1],
                                                       "promote", "ci"))
+    assert rule.injected == 1
     after, _ = read_pointer(direct, NAME, "staging")
     assert_chain(after, tally)
     assert after.current in releases
