@@ -61,7 +61,7 @@ def floor_of(record: dict[str, Any], project: Path) -> dict[str, float]:
     }
     burst = spec.stages.saturation.burst
     if burst is not None and "burst_p99_ms" in saturation["metrics"]:
-        settle = 2.0
+        settle = burst.settle.seconds
         parts["burst phases"] = settle + burst.duration.seconds + max(
             settle, 2 * burst.duration.seconds)
     return parts

@@ -284,6 +284,8 @@ class BurstSpec(StrictModel):
         "Rate before and after the burst (default: a tenth of the burst rate)."))
     arrivals: Literal["constant", "poisson"] = Field(default="constant", description=(
         "Evenly spaced requests, or Poisson arrivals at the same mean rate."))
+    settle: DurationField = Field(default=Duration(2_000_000_000, "2s"), description=(
+        "How long the base rate runs before the burst (and at least as long after it)."))
 
 
 class SaturationStage(StrictModel):

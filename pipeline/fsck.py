@@ -94,7 +94,10 @@ def verify_store(store: Store) -> StoreCheck:
             if (name, event.get("release_id")) not in releases:
                 check.problems.append(f"{name}/{environment}: event at {event.get('at')} "
                                       f"names unknown release {event.get('release_id')}")
-        if events and store.read(audit_key(name, environment, events[-1])) is None:
+        last = events[-1] if events else None
+        if last is not None and not {"at", "action"} <= set(last):
+            check.problems.append(f"{name}/{environment}: the last event is malformed")
+        elif last is not None and store.read(audit_key(name, environment, last)) is None:
             check.problems.append(f"{name}/{environment}: the last move ({events[-1].get('at')})"
                                   " has no audit entry (the next move writes it)")
         for earlier, later in pairwise(events):

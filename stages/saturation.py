@@ -13,7 +13,6 @@ from pipeline.results import Gate, StageResult, Status
 
 NAME = "saturation"
 USES_SERVER = True
-BURST_SETTLE_S = 2.0
 
 
 def run(ctx: RunContext) -> StageResult:
@@ -56,8 +55,9 @@ def run(ctx: RunContext) -> StageResult:
     if stage.burst is not None and knee is not None:
         burst = stage.burst
         base = burst.base_rate.per_second if burst.base_rate else burst.rate.per_second / 10
-        after = max(BURST_SETTLE_S, 2 * burst.duration.seconds)
-        phases = [Phase("before", base, BURST_SETTLE_S),
+        settle = burst.settle.seconds
+        after = max(settle, 2 * burst.duration.seconds)
+        phases = [Phase("before", base, settle),
                   Phase("burst", burst.rate.per_second, burst.duration.seconds),
                   Phase("after", base, after)]
         outcome = open_window(ctx, server, target, NAME, phases,

@@ -22,8 +22,10 @@ stages:
   readiness: {timeout: 90s}
   parity: {data: examples/mlp/samples.npz, atol: 1e-5, rtol: 1e-4}
   failure: {}
-  latency: {concurrency: 4, warmup: 500ms, duration: LATENCY_DURATION}
-  saturation: {max_concurrency: 4, probe_duration: 500ms, burst: {rate: 100/s, duration: 500ms}}
+  latency: {concurrency: 4, warmup: 500ms, duration: LATENCY_DURATION,
+            stability: {windows: 2, max_windows: 2}}
+  saturation: {max_concurrency: 4, probe_duration: 500ms,
+               burst: {rate: 100/s, duration: 500ms, settle: 250ms}}
 """
 
 

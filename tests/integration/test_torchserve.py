@@ -27,8 +27,9 @@ stages:
   readiness: {timeout: 180s}
   parity: {data: ../mlp/samples.npz}
   failure: {}
-  latency: {concurrency: 8, warmup: 1s, duration: 3s}
-  saturation: {max_concurrency: 4, probe_duration: 1s, burst: {rate: 100/s, duration: 500ms}}
+  latency: {concurrency: 8, warmup: 1s, duration: 3s, stability: {windows: 2, max_windows: 2}}
+  saturation: {max_concurrency: 4, probe_duration: 1s,
+               burst: {rate: 100/s, duration: 500ms, settle: 250ms}}
 """
 
 

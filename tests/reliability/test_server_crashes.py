@@ -25,12 +25,12 @@ stages:
   readiness: {timeout: 180s}
   parity: {data: PARITY}
   failure: {probes: [wrong_shape]}
-  latency: {concurrency: 4, warmup: 500ms, duration: 20s}
+  latency: {concurrency: 4, warmup: 500ms, duration: LATENCY}
   saturation: {max_concurrency: 4, probe_duration: 20s}
 """
 
 
-def spec_for(project: Path, kind: str) -> Path:
+def spec_for(project: Path, kind: str, stage: str) -> Path:
     if kind == "triton":
         text = fast_spec((project / "serve.yaml").read_text())
         folder, parity = project, "examples/mlp/samples.npz"
@@ -40,8 +40,9 @@ def spec_for(project: Path, kind: str) -> Path:
     head, _, tail = text.partition("\nstages:\n")
     _, _, publish = tail.partition("\npublish:\n")
     spec = folder / "serve.yaml"
-    spec.write_text(head + "\n" + LONG_STAGES.replace("PARITY", parity) + "\npublish:\n" +
-                    publish)
+    stages = LONG_STAGES.replace("PARITY", parity).replace(
+        "LATENCY", "20s" if stage == "latency" else "1s")
+    spec.write_text(head + "\n" + stages + "\npublish:\n" + publish)
     return folder
 
 
@@ -91,7 +92,7 @@ def victim(record: dict[str, object], what: str) -> int:
 ])
 def test_a_server_killed_mid_measurement(project: Path, tally: Tally, kind: str, stage: str,
                                          what: str) -> None:
-    folder = spec_for(project, kind)
+    folder = spec_for(project, kind, stage)
     process = start_cli(["run"], folder)
     try:
         record = wait_until_running(folder, stage)
