@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,10 +63,16 @@ class BlobSource:
 
 
 def publish_release(store: Store, name: str, files: list[BlobSource],
-                    manifest_body: dict[str, Any], moment: datetime) -> PublishOutcome:
-    """Upload blobs (skipping those present), then create the manifest."""
+                    manifest_body: dict[str, Any], moment: datetime,
+                    progress: Callable[[int, int], None] | None = None) -> PublishOutcome:
+    """Upload blobs (skipping those present), then create the manifest.
+
+    `progress(done_bytes, total_bytes)` is called after each blob."""
     uploaded = skipped = uploaded_bytes = 0
     refs = []
+    total = sum(s.path.stat().st_size if s.path is not None else len(s.data or b"")
+                for s in files)
+    done = 0
     for source in files:
         if source.path is not None:
             wrote = store.put_blob(source.path, source.digest)
@@ -80,6 +87,9 @@ def publish_release(store: Store, name: str, files: list[BlobSource],
         skipped += not wrote
         uploaded_bytes += size if wrote else 0
         refs.append(BlobRef(source.role, source.digest, size))
+        done += size
+        if progress is not None:
+            progress(done, total)
     release_id = new_release_id(moment, name + manifest_body.get("run_id", ""))
     manifest = {"schema": MANIFEST_SCHEMA, "name": name, "release_id": release_id,
                 "created_at": iso(moment), **manifest_body,

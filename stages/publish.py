@@ -112,8 +112,12 @@ def run(ctx: RunContext) -> StageResult:
     ]
     body = manifest_body(ctx)
     body["image"] = _push_image(ctx)
-    ctx.progress(NAME, 0, 1, f"uploading {len(files)} blobs to {store.url}")
-    outcome = publish_release(store, spec.name, files, body, utc_now())
+    def uploaded(done: int, total: int) -> None:
+        ctx.progress(NAME, done, total, f"{done / 2**20:.1f} of {total / 2**20:.1f} MiB in "
+                     f"{len(files)} blobs to {store.url}")
+
+    uploaded(0, 1)
+    outcome = publish_release(store, spec.name, files, body, utc_now(), progress=uploaded)
     ctx.release_id = outcome.release_id
     details: dict[str, Any] = {"store": store.url, "release_id": outcome.release_id,
                                **comparison}
