@@ -5,7 +5,7 @@ of the project, so the repository's own store is untouched) and prints the wall
 time of each stage, the floor, and the overhead ratio:
 
     floor    = server cold start + warm-up + every measurement window
-               (latency window, saturation probes, burst phases)
+               (latency windows as many as ran, saturation probes, burst phases)
                + the server's graceful shutdown (see below)
     overhead = (total wall time of the command - floor) / total
 
@@ -53,10 +53,13 @@ def floor_of(record: dict[str, Any], project: Path) -> dict[str, float]:
     stages = {stage["name"]: stage for stage in record["stages"]}
     saturation = stages["saturation"]
     probes = len(saturation["details"].get("probes", []))
+    latency = stages["latency"]
+    windows = int(latency["metrics"].get("windows", 1))
     parts = {
         "server cold start": stages["readiness"]["metrics"]["cold_start_s"],
         "latency warm-up": spec.stages.latency.warmup.seconds,
-        "latency window": spec.stages.latency.duration.seconds,
+        # Windows repeat until throughput and p99 settle: each one is measurement time.
+        f"latency windows ({windows})": windows * float(latency["details"]["window_s"]),
         f"saturation probes ({probes})": probes * spec.stages.saturation.probe_duration.seconds,
     }
     burst = spec.stages.saturation.burst
