@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
 
 MULTIPART_THRESHOLD = 64 * 2**20
-PART_SIZE = 16 * 2**20
+PART_SIZE = 8 * 2**20
 # botocore "standard" mode: exponential backoff with jitter for throttling, 5xx and
 # dropped connections. 5 attempts keep a dead endpoint's error under ~15 s.
 ATTEMPTS = 5
@@ -67,7 +67,7 @@ class S3Store:
                         request_checksum_calculation="when_supported")
         self.client: S3Client = boto3.client("s3", endpoint_url=endpoint_url, config=config)
         self.transfer = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD,
-                                       multipart_chunksize=PART_SIZE, max_concurrency=8,
+                                       multipart_chunksize=PART_SIZE, max_concurrency=10,
                                        use_threads=True)
 
     def _key(self, key: str) -> str:

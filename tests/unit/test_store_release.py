@@ -51,7 +51,9 @@ def test_manifests_are_create_only(store: LocalStore) -> None:
 
 
 def test_compare_and_swap_has_exactly_one_winner(store: LocalStore) -> None:
-    store.write_if("environments/demo/staging.json", b"0", None)
+    store.write_if("environments/demo/staging.json", b"start", None)
+    # (Content-addressed etags: a contender writing the same bytes would keep the etag, and
+    # rightly so; every contender here writes something new.)
     _, etag = store.read_versioned("environments/demo/staging.json") or (b"", "")
     winners: list[int] = []
     losers: list[int] = []
