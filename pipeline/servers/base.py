@@ -111,6 +111,28 @@ def send(request: HttpRequest, timeout_s: float) -> http.Response:
                      timeout_s=timeout_s)
 
 
+class EndpointLifecycle:
+    """Start, stop and liveness of a server endpoint: a local process when we started one,
+    otherwise a server that must keep answering (and that is not ours to stop)."""
+
+    process: ManagedProcess | None
+    _answering: RemoteLiveness
+
+    def start(self) -> None:
+        """Nothing to start: the server is already running."""
+
+    def stop(self) -> None:
+        """Not ours to stop."""
+
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.is_running()
+        return self._answering()
+
+    def process_tree(self) -> list[psutil.Process]:
+        return self.process.tree() if self.process is not None else []
+
+
 class RemoteLiveness:
     """Whether a server we did not start still answers; asked at most once a second."""
 

@@ -38,7 +38,13 @@ from pipeline.digest import canonical_json, sha256_bytes, sha256_file
 from pipeline.errors import PipelineError, ServerError
 from pipeline.grpc_wire import GrpcRequest
 from pipeline.process import ManagedProcess
-from pipeline.servers.base import BuiltArtifact, HttpRequest, RemoteLiveness, ServerStats
+from pipeline.servers.base import (
+    BuiltArtifact,
+    EndpointLifecycle,
+    HttpRequest,
+    RemoteLiveness,
+    ServerStats,
+)
 from pipeline.servers.mar import build_mar, read_member
 from pipeline.tensors import NUMPY_DTYPES, Array, Batch
 
@@ -212,7 +218,7 @@ _TELLING = (
 )
 
 
-class TorchServeEndpoint:
+class TorchServeEndpoint(EndpointLifecycle):
     """A TorchServe reached over its HTTP APIs; started by us or already running."""
 
     kind = "torchserve"
@@ -229,20 +235,6 @@ class TorchServeEndpoint:
         self.process: ManagedProcess | None = None
         self._keys: dict[str, str] | None = None
         self._answering = RemoteLiveness(f"{self.metrics_url}/metrics")
-
-    def start(self) -> None:
-        """Nothing to start: the server is already running."""
-
-    def stop(self) -> None:
-        """Not ours to stop."""
-
-    def alive(self) -> bool:
-        if self.process is not None:
-            return self.process.is_running()
-        return self._answering()
-
-    def process_tree(self) -> list[psutil.Process]:
-        return self.process.tree() if self.process is not None else []
 
     def describe_death(self) -> str:
         return f"TorchServe at {self.inference_url} stopped answering"

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
@@ -27,7 +26,13 @@ from pipeline.errors import PipelineError, ServerError
 from pipeline.grpc_wire import GrpcRequest
 from pipeline.process import ManagedProcess
 from pipeline.servers import kserve
-from pipeline.servers.base import BuiltArtifact, HttpRequest, RemoteLiveness, ServerStats
+from pipeline.servers.base import (
+    BuiltArtifact,
+    EndpointLifecycle,
+    HttpRequest,
+    RemoteLiveness,
+    ServerStats,
+)
 from pipeline.tensors import Array, Batch, config_dtype
 
 ASSETS = Path(__file__).parent / "assets"
@@ -306,7 +311,7 @@ def _error_text(line: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class TritonEndpoint:
+class TritonEndpoint(EndpointLifecycle):
     """A Triton server reached over HTTP (and gRPC); started by us or already running."""
 
     kind = "triton"
@@ -320,20 +325,6 @@ class TritonEndpoint:
         self.process: ManagedProcess | None = None
         self.started_at: float | None = None
         self._answering = RemoteLiveness(f"{self.base_url}/v2/health/live")
-
-    def start(self) -> None:
-        """Nothing to start: the server is already running."""
-
-    def stop(self) -> None:
-        """Not ours to stop."""
-
-    def alive(self) -> bool:
-        if self.process is not None:
-            return self.process.is_running()
-        return self._answering()
-
-    def process_tree(self) -> list[psutil.Process]:
-        return self.process.tree() if self.process is not None else []
 
     def describe_death(self) -> str:
         return f"the server at {self.base_url} stopped answering"
