@@ -19,6 +19,7 @@ import psutil
 
 from pipeline.errors import PipelineError, ServerError
 from pipeline.images import BuildContext
+from pipeline.process import log_tail
 
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
@@ -159,11 +160,7 @@ class Container:
         return f"exited with code {state.get('ExitCode', '?')}"
 
     def log_tail(self, lines: int = 12) -> list[str]:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return []
-        return [line for line in text.splitlines() if line.strip()][-lines:]
+        return log_tail(self.log_path, lines)
 
     def tree(self) -> list[psutil.Process]:
         pid = int(self._state().get("Pid") or 0)

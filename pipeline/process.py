@@ -14,6 +14,15 @@ from types import TracebackType
 import psutil
 
 
+def log_tail(path: Path, lines: int = 12) -> list[str]:
+    """The last non-blank lines of a log file (none if it does not exist yet)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
 class ManagedProcess:
     """A subprocess in its own session whose output goes to a log file.
 
@@ -63,11 +72,7 @@ class ManagedProcess:
         return f"exited with code {code}"
 
     def log_tail(self, lines: int = 12) -> list[str]:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return []
-        return [line for line in text.splitlines() if line.strip()][-lines:]
+        return log_tail(self.log_path, lines)
 
     def tree(self) -> list[psutil.Process]:
         """The process and all its descendants that still exist."""

@@ -27,7 +27,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from pipeline.errors import ConflictError, StoreError
-from pipeline.store import blob_key
+from pipeline.store import blob_key, read_verified
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -138,12 +138,7 @@ class S3Store:
         return digest, True
 
     def read_blob(self, digest: str) -> bytes:
-        data = self.read(blob_key(digest))
-        if data is None:
-            raise StoreError(f"store {self.url}: blob {digest[:12]} is missing")
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
-        return data
+        return read_verified(self, digest)
 
     def fetch_blob(self, digest: str, destination: Path) -> None:
         """Download a blob (multipart-parallel when large), then check its digest."""

@@ -42,6 +42,16 @@ class Store(Protocol):
     def list(self, prefix: str) -> list[str]: ...
 
 
+def read_verified(store: Store, digest: str) -> bytes:
+    """A blob's bytes, refused when missing or not matching its digest."""
+    data = store.read(blob_key(digest))
+    if data is None:
+        raise StoreError(f"store {store.url}: blob {digest[:12]} is missing")
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise StoreError(f"store {store.url}: blob {digest[:12]} does not match its digest")
+    return data
+
+
 def blob_key(digest: str) -> str:
     if not HEX_DIGEST.match(digest):
         raise StoreError(f"not a sha256 digest: {digest!r}")
@@ -133,12 +143,7 @@ class LocalStore:
         return digest, True
 
     def read_blob(self, digest: str) -> bytes:
-        data = self.read(blob_key(digest))
-        if data is None:
-            raise StoreError(f"store {self.url}: blob {digest[:12]} is missing")
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
-        return data
+        return read_verified(self, digest)
 
     def fetch_blob(self, digest: str, destination: Path) -> None:
         """Copy a blob out, checking its digest on the way; nothing is left on a mismatch."""

@@ -16,6 +16,11 @@ from pipeline.grpc_wire import GrpcRequest
 from pipeline.process import ManagedProcess
 from pipeline.tensors import Array, Batch
 
+# Files copied into every artifact: the generated server glue and the model loader that
+# the parity reference uses too.
+ASSETS = Path(__file__).parent / "assets"
+RUNTIME_MODULE = Path(__file__).parent.parent / "model_runtime.py"
+
 
 @dataclass(frozen=True)
 class HttpRequest:

@@ -39,6 +39,8 @@ from pipeline.errors import PipelineError, ServerError
 from pipeline.grpc_wire import GrpcRequest
 from pipeline.process import ManagedProcess
 from pipeline.servers.base import (
+    ASSETS,
+    RUNTIME_MODULE,
     BuiltArtifact,
     EndpointLifecycle,
     HttpRequest,
@@ -48,8 +50,6 @@ from pipeline.servers.base import (
 from pipeline.servers.mar import build_mar, read_member
 from pipeline.tensors import NUMPY_DTYPES, Array, Batch
 
-ASSETS = Path(__file__).parent / "assets"
-RUNTIME_MODULE = Path(__file__).parent.parent / "model_runtime.py"
 MODEL_VERSION = "1.0"
 RESPONSE_TIMEOUT_S = 120
 PORT_NAMES: tuple[str, ...] = ("inference", "management", "metrics", "grpc_inference",

@@ -27,6 +27,8 @@ from pipeline.grpc_wire import GrpcRequest
 from pipeline.process import ManagedProcess
 from pipeline.servers import kserve
 from pipeline.servers.base import (
+    ASSETS,
+    RUNTIME_MODULE,
     BuiltArtifact,
     EndpointLifecycle,
     HttpRequest,
@@ -35,8 +37,6 @@ from pipeline.servers.base import (
 )
 from pipeline.tensors import Array, Batch, config_dtype
 
-ASSETS = Path(__file__).parent / "assets"
-RUNTIME_MODULE = Path(__file__).parent.parent / "model_runtime.py"
 MODEL_VERSION = "1"
 
 
