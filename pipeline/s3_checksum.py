@@ -60,11 +60,14 @@ def store_answer(head: Mapping[str, Any]) -> str | None:
         return None
     text = str(checksum)
     etag = str(head.get("ETag", "")).strip('"')
+    parts = etag.rsplit("-", 1)[1] if "-" in etag else None
     # AWS appends the part count to a composite checksum; some S3 APIs (moto) do not, but
-    # their multipart ETag ("<md5>-N") still says how many parts there were.
-    if "-" not in text and "-" in etag:
-        text = f"{text}-{etag.rsplit('-', 1)[1]}"
-    return text
+    # the multipart ETag ("<md5>-N", computed by the store) still says how many parts.
+    if "-" not in text:
+        return f"{text}-{parts}" if parts else text
+    # A composite value on an object that was not uploaded in that many parts is a value
+    # someone supplied, not one the store computed: no answer (the caller re-hashes).
+    return text if parts is not None and text.rsplit("-", 1)[1] == parts else None
 
 
 def stored_record(head: Mapping[str, Any]) -> dict[str, str]:

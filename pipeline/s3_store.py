@@ -2,12 +2,13 @@
 
 - Credentials: boto3's standard chain. Endpoint: `publish.endpoint_url`, else
   boto3's own `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`.
-- Blobs: uploaded only when absent, with multipart and parallel parts for large
-  files; S3 verifies a SHA-256 checksum of every part. After the upload, S3's own
-  checksum of the object must equal the one computed from our bytes; it is kept
-  in the manifest (see s3_checksum). Reads hash what they get and refuse a mismatch.
-  Before a pointer moves, a HEAD compares S3's checksum with the manifest's (no
-  copy), and re-hashes the blob where S3 reports none.
+- Blobs: uploaded unless the store holds exactly these bytes, with multipart and
+  parallel parts for large files; S3 verifies a SHA-256 checksum of every part.
+  After the upload, S3's own checksum of the object must equal the one computed
+  from our bytes; it is kept in the manifest (see s3_checksum). Reads hash what
+  they get and refuse a mismatch. Before a pointer moves (check_blob), a
+  multipart blob's S3 checksum is compared with the manifest's (one HEAD, no
+  copy); a single-part blob (under 64 MiB) is re-hashed.
 - Manifests are created with `If-None-Match: *`; environment pointers are
   replaced with `If-Match: <etag>`: a lost race is a ConflictError, not a
   silent overwrite.
@@ -18,6 +19,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,7 +121,7 @@ class S3Store:
         size = path.stat().st_size
         present = self._head(digest)
         if present is not None and present.get("ContentLength") == size and \
-                store_answer(present) == expected_checksum(path, digest, size):
+                self._holds(digest, size, present, lambda: expected_checksum(path, digest, size)):
             self._records[digest] = stored_record(present)
             return False
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="checksum") as pool:
@@ -131,6 +133,7 @@ class S3Store:
                     if hashlib.sha256(data).hexdigest() != digest:
                         raise StoreError(f"{path} changed while it was published")
                     self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                           ChecksumAlgorithm="SHA256",
                                            ChecksumSHA256=b64(digest),
                                            Metadata={"sha256": digest})
                 else:
@@ -147,12 +150,13 @@ class S3Store:
         digest = hashlib.sha256(data).hexdigest()
         key = blob_key(digest)
         present = self._head(digest)
-        if present is not None and store_answer(present) == b64(digest):
+        if present is not None and self._holds(digest, len(data), present, lambda: b64(digest)):
             self._records[digest] = stored_record(present)
             return digest, False
         try:
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
-                                   ChecksumSHA256=b64(digest), Metadata={"sha256": digest})
+                                   ChecksumAlgorithm="SHA256", ChecksumSHA256=b64(digest),
+                                   Metadata={"sha256": digest})
         except (ClientError, BotoCoreError) as error:
             raise self._fail(f"upload blob {digest[:12]}", error) from None
         self._confirm(digest, b64(digest))
@@ -172,11 +176,20 @@ class S3Store:
             raise self._fail(f"check blob {digest[:12]}", error) from None
         return dict(head)
 
+    def _holds(self, digest: str, size: int, head: dict[str, Any],
+               expected: Callable[[], str]) -> bool:
+        """Whether a blob already present is exactly ours, so that publish may skip it."""
+        if size < MULTIPART_THRESHOLD:
+            return self.verify_blob(digest) is None
+        answer = store_answer(head)
+        return answer is not None and answer == expected()
+
     def _confirm(self, digest: str, expected: str) -> None:
-        """After an upload: S3's own checksum must be the one our bytes give."""
+        """After an upload: S3's own checksum, when it reports one, must be the one our bytes
+        give (a store without SHA-256 checksums records none; promotion then re-hashes)."""
         head = self._head(digest)
         answer = None if head is None else store_answer(head)
-        if head is None or answer != expected:
+        if head is None or answer not in (None, expected):
             raise StoreError(f"store {self.url}: blob {digest[:12]} does not hold the bytes "
                              f"just uploaded (S3 SHA-256 checksum {answer}, expected "
                              f"{expected}); nothing was published")
@@ -217,11 +230,16 @@ class S3Store:
             raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
 
     def check_blob(self, digest: str, size: int, recorded: str | None = None) -> str | None:
-        """Before a pointer moves: the SHA-256 checksum S3 computed when the bytes were
-        written must be the one recorded at publish (`recorded`; for a single-part blob it
-        is the digest itself). One HEAD, no copy. Where that cannot be decided (the store
-        reports no SHA-256 checksum, or a multipart blob of a manifest that recorded none)
-        the blob is downloaded and re-hashed instead: never a pass without a check."""
+        """Before a pointer moves, as strongly as publish checked the bytes.
+
+        A multipart blob: the composite SHA-256 S3 computed from the stored parts must be
+        the one recorded at publish. S3 checks every part's SHA-256 against its bytes, so a
+        writer cannot make it report the recorded value with other bytes. One HEAD, no copy.
+        A single-part blob (under 64 MiB) is downloaded and re-hashed: its checksum is one
+        the uploader sends, and not every S3 API checks it (moto 5 keeps any value).
+        Where S3 reports no usable checksum, the blob is re-hashed too."""
+        if size < MULTIPART_THRESHOLD:
+            return self.verify_blob(digest)
         try:
             head = self._head(digest)
         except StoreError as error:
@@ -230,13 +248,12 @@ class S3Store:
             return f"blob {digest[:12]} is missing"
         if head.get("ContentLength") != size:
             return f"blob {digest[:12]} has {head.get('ContentLength')} bytes, not {size}"
-        expected = recorded or (b64(digest) if size < MULTIPART_THRESHOLD else None)
         answer = store_answer(head)
-        if expected is None or answer is None:
+        if not recorded or answer is None:
             return self.verify_blob(digest)
-        if answer != expected:
+        if answer != recorded:
             return (f"blob {digest[:12]} is not the one published (S3 SHA-256 checksum "
-                    f"{answer} differs from {expected} recorded at publish; replaced in the "
+                    f"{answer} differs from {recorded} recorded at publish; replaced in the "
                     "bucket?)")
         return None
 
