@@ -28,7 +28,12 @@ import boto3
 from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    FlexibleChecksumError,
+    NoCredentialsError,
+)
 
 from pipeline.errors import ConflictError, StoreError
 from pipeline.s3_checksum import (
@@ -282,6 +287,10 @@ class S3Store:
             if _is_missing(error):
                 return f"blob {digest[:12]} is missing"
             return str(self._fail(f"read blob {digest[:12]}", error))
+        except FlexibleChecksumError:
+            # botocore checks the bytes it read against the checksum the object carries.
+            return (f"blob {digest[:12]} is corrupt (its bytes do not match the checksum "
+                    "stored with it)")
         except BotoCoreError as error:
             return str(self._fail(f"read blob {digest[:12]}", error))
         if hasher.hexdigest() != digest:
