@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import signal
@@ -23,14 +22,22 @@ from pipeline.errors import (
     Interrupted,
     PipelineError,
     PipelineFailed,
-    PolicyError,
     SpecError,
     UsageError,
 )
 from pipeline.fsck import verify_store
+from pipeline.identity import acting_identity, acting_user, claimed_name, names_of
 from pipeline.live import LiveView
 from pipeline.model_source import resolve_model_source
-from pipeline.promotion import CheckedPromotion, approve, check_promotion, promote_existing
+from pipeline.promotion import (
+    CheckedPromotion,
+    approve,
+    check_new_release_approval,
+    check_promotion,
+    counted_approvers,
+    creator_names,
+    promote_existing,
+)
 from pipeline.record import load_run_record, runs_dir
 from pipeline.release import list_releases, read_manifest, read_pointer, rollback
 from pipeline.report import render_terminal
@@ -39,23 +46,27 @@ from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
 from pipeline.servers.base import ModelServer
 from pipeline.servers.torchserve import TorchServeEndpoint
 from pipeline.servers.triton import TritonEndpoint
-from pipeline.store import store_for
+from pipeline.store import Store, store_for
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Take a trained model to production through measured gates.")
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 140)
 
 SpecFile = Annotated[Path, typer.Option("--file", "-f", help="The spec (default ./serve.yaml).")]
-Actor = Annotated[str | None, typer.Option("--by", help="Who acts (default: $GITHUB_ACTOR or "
-                                                        "the login name).")]
+Actor = Annotated[str | None, typer.Option("--by", help="The name to record (default: "
+                                                        "$GITHUB_ACTOR in GitHub Actions, else "
+                                                        "user@host). Events also record who "
+                                                        "actually ran the command.")]
 DEFAULT_SPEC = Path("serve.yaml")
 
 
 def _actor(by: str | None) -> str:
-    if by:
-        return by
-    return os.environ.get("SERVE_PIPELINE_ACTOR") or os.environ.get("GITHUB_ACTOR") or \
-        getpass.getuser()
+    return claimed_name(by, os.environ)
+
+
+def _identity(store: Store) -> dict[str, Any]:
+    """Who runs this command (recorded in every audit event it writes)."""
+    return acting_identity(dict(os.environ), store)
 
 
 def _load(path: Path, environment: str | None) -> LoadedSpec:
@@ -137,23 +148,20 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
     """
     loaded = _load(file, environment)
     if loaded.policy.reverify and (release is not None or loaded.policy.requires):
-        checked = check_promotion(store_for(loaded), loaded, environment, release, approved_by,
-                                  note)
+        checked = check_promotion(store_for(loaded), loaded, environment, release, approved_by)
         _execute(file, environment, environment, by, "promote", promotion=checked)
         return
     if release is not None or loaded.policy.requires:
         store = store_for(loaded)
         event = promote_existing(store, loaded, environment, release, _actor(by),
-                                 approved_by=approved_by, note=note)
+                                 approved_by=approved_by, note=note, actor=_identity(store))
         approvers = ", ".join(event.get("approved_by") or []) or "not required"
         out.print(f"{environment}: {event['previous_release_id'] or 'nothing'} → "
                   f"{event['release_id']} (by {event['by']}; approved: {approvers})")
         out.print(f"release {event['release_id']}")
         return
-    if loaded.policy.approval.required and not approved_by:
-        raise PolicyError(f"{environment} requires an approval before its pointer moves: pass "
-                          "--approved-by NAME, or publish with `run` and promote the release "
-                          "after `serve-pipeline approve`")
+    creators = names_of(_actor(by), {"user": acting_user(os.environ)})
+    check_new_release_approval(loaded, environment, approved_by, creators)
     _execute(file, environment, environment, by, "promote", approved_by)
 
 
@@ -168,13 +176,17 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
     """Show RELEASE_ID's verification report and record an approval for an environment."""
     loaded = _load(file, env)
     store = store_for(loaded)
+    approver = _actor(by)
+    manifest = read_manifest(store, loaded.spec.name, release_id)
+    counted_approvers(loaded, env, f"release {release_id}", creator_names(manifest), [approver])
     out.print(render_terminal(_find_record(loaded, release_id)))
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("approve asks for confirmation; pass --yes when not at a terminal")
         if not typer.confirm(f"Approve release {release_id} for {env}?"):
             raise UsageError("not approved")
-    entry = approve(store, loaded.spec.name, release_id, env, _actor(by), note)
+    entry = approve(store, loaded.spec.name, release_id, env, approver, note,
+                    actor=_identity(store))
     out.print(f"approved {release_id} for {env} by {entry['by']} at {entry['at']}")
 
 
@@ -239,7 +251,8 @@ def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
     """Point ENVIRONMENT back at an earlier release after checking its blobs."""
     loaded = _load(file, environment)
     store = store_for(loaded)
-    event = rollback(store, loaded.spec.name, environment, to, _actor(by))
+    event = rollback(store, loaded.spec.name, environment, to, _actor(by),
+                     actor=_identity(store))
     out.print(f"{environment}: {event['previous_release_id']} → {event['release_id']} "
               f"(rollback by {event['by']})")
 
@@ -261,11 +274,13 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
 
     table = Table(title=f"{loaded.spec.name} / {environment}: current {pointer.current or '-'}",
                   title_justify="left")
-    for column in ("at", "action", "release", "previous", "by"):
+    for column in ("at", "action", "release", "previous", "by", "run by", "approved by"):
         table.add_column(column)
     for event in pointer.events:
         table.add_row(event["at"], event["action"], event["release_id"],
-                      event.get("previous_release_id") or "-", event["by"])
+                      event.get("previous_release_id") or "-", event["by"],
+                      str((event.get("actor") or {}).get("user") or "-"),
+                      ", ".join(event.get("approved_by") or []) or "-")
     out.print(table)
 
 

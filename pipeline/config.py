@@ -353,7 +353,12 @@ class Spec(StrictModel):
 
 
 class ApprovalPolicy(StrictModel):
-    required: bool = False
+    required: bool = Field(default=False, description=(
+        "A recorded approval (`approve`, or `--approved-by` on the promotion) before the "
+        "pointer moves."))
+    distinct_from_creator: bool = Field(default=False, description=(
+        "An approval by the release's creator (the manifest's created_by, or the user that "
+        "created it) does not count, and naming the creator with --approved-by is refused."))
 
 
 class EnvironmentPolicy(StrictModel):

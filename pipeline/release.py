@@ -40,9 +40,13 @@ class BlobRef:
     role: str
     digest: str
     size: int
+    stored: dict[str, str] | None = None   # the store's own checksum, ETag, version
 
     def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "digest": self.digest, "size": self.size}
+        body: dict[str, Any] = {"role": self.role, "digest": self.digest, "size": self.size}
+        if self.stored is not None:
+            body["stored"] = self.stored
+        return body
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ def publish_release(store: Store, name: str, files: list[BlobSource],
         uploaded += wrote
         skipped += not wrote
         uploaded_bytes += size if wrote else 0
-        refs.append(BlobRef(source.role, source.digest, size))
+        refs.append(BlobRef(source.role, source.digest, size, store.blob_record(source.digest)))
         done += size
         if progress is not None:
             progress(done, total)
@@ -128,11 +132,15 @@ def list_releases(store: Store, name: str) -> list[str]:
 def verify_release(store: Store, manifest: dict[str, Any]) -> list[str]:
     """Problems with a release's blobs (missing, corrupt); empty when all are intact.
 
-    This is the check before a pointer moves; `store verify` re-hashes everything.
+    This is the check before a pointer moves, as strong as publish's: the local store
+    re-hashes; S3 compares its own checksum with the one recorded at publish (and
+    re-hashes where it has none). `store verify` re-hashes everything.
     """
     problems = []
     for blob in manifest.get("blobs", []):
-        problem = store.check_blob(blob["digest"], int(blob["size"]))
+        stored = blob.get("stored")
+        recorded = str(stored.get("checksum_sha256") or "") if isinstance(stored, dict) else ""
+        problem = store.check_blob(blob["digest"], int(blob["size"]), recorded or None)
         if problem:
             problems.append(f"{blob['role']}: {problem}")
     return problems
@@ -182,8 +190,12 @@ def check_manifest_unchanged(pointer: Pointer, release_id: str, digest: str) -> 
 
 def move_pointer(store: Store, name: str, environment: str, release_id: str, action: str,
                  by: str, note: str = "", run_id: str | None = None,
-                 approved_by: list[str] | None = None) -> dict[str, Any]:
-    """Compare-and-swap the pointer to `release_id`; append the event and an audit entry."""
+                 approved_by: list[str] | None = None,
+                 actor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Compare-and-swap the pointer to `release_id`; append the event and an audit entry.
+
+    `approved_by` (the approvals this move relies on) and `actor` (who ran the command,
+    pipeline.identity) are part of the event: they are recorded only if the move succeeds."""
     pointer, etag = read_pointer(store, name, environment)
     repair_audit(store, name, environment, pointer)
     digest = manifest_digest(store, name, release_id)
@@ -198,6 +210,8 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str, act
         event["run_id"] = run_id
     if approved_by:
         event["approved_by"] = approved_by
+    if actor:
+        event["actor"] = actor
     pointer.events.append(event)
     pointer.current = release_id
     store.write_if(pointer_key(name, environment),
@@ -244,7 +258,7 @@ def rollback_target(pointer: Pointer) -> str:
 
 
 def rollback(store: Store, name: str, environment: str, to: str | None,
-             by: str) -> dict[str, Any]:
+             by: str, actor: dict[str, Any] | None = None) -> dict[str, Any]:
     pointer, _ = read_pointer(store, name, environment)
     target = to or rollback_target(pointer)
     if target == pointer.current:
@@ -253,4 +267,4 @@ def rollback(store: Store, name: str, environment: str, to: str | None,
     problems = verify_release(store, manifest)
     if problems:
         raise StoreError(f"release {target} cannot be rolled back to: " + "; ".join(problems))
-    return move_pointer(store, name, environment, target, "rollback", by)
+    return move_pointer(store, name, environment, target, "rollback", by, actor=actor)

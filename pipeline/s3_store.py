@@ -2,10 +2,13 @@
 
 - Credentials: boto3's standard chain. Endpoint: `publish.endpoint_url`, else
   boto3's own `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`.
-- Blobs: uploaded only when absent, with multipart and parallel parts for large
-  files; S3 verifies a SHA-256 checksum of every part, and the digest is kept
-  in the object's metadata. Reads hash what they get and refuse a mismatch.
-  Before a pointer moves, a HEAD checks size, digest and S3's checksum (no copy).
+- Blobs: uploaded unless the store holds exactly these bytes, with multipart and
+  parallel parts for large files; S3 verifies a SHA-256 checksum of every part.
+  After the upload, S3's own checksum of the object must equal the one computed
+  from our bytes; it is kept in the manifest (see s3_checksum). Reads hash what
+  they get and refuse a mismatch. Before a pointer moves (check_blob), a
+  multipart blob's S3 checksum is compared with the manifest's (one HEAD, no
+  copy); a single-part blob (under 64 MiB) is re-hashed.
 - Manifests are created with `If-None-Match: *`; environment pointers are
   replaced with `If-Match: <etag>`: a lost race is a ConflictError, not a
   silent overwrite.
@@ -15,8 +18,9 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,16 +28,27 @@ import boto3
 from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    FlexibleChecksumError,
+    NoCredentialsError,
+)
 
 from pipeline.errors import ConflictError, StoreError
+from pipeline.s3_checksum import (
+    MULTIPART_THRESHOLD,
+    PART_SIZE,
+    b64,
+    expected_checksum,
+    store_answer,
+    stored_record,
+)
 from pipeline.store import blob_key, read_verified
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
 
-MULTIPART_THRESHOLD = 64 * 2**20
-PART_SIZE = 8 * 2**20
 # botocore "standard" mode: exponential backoff with jitter for throttling, 5xx and
 # dropped connections. 5 attempts keep a dead endpoint's error under ~15 s.
 ATTEMPTS = 5
@@ -68,7 +83,9 @@ class S3Store:
         self.client: S3Client = boto3.client("s3", endpoint_url=endpoint_url, config=config)
         self.transfer = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD,
                                        multipart_chunksize=PART_SIZE, max_concurrency=10,
-                                       use_threads=True)
+                                       use_threads=True,
+                                       preferred_transfer_client="classic")
+        self._records: dict[str, dict[str, str]] = {}
 
     def _key(self, key: str) -> str:
         if key.startswith("/") or ".." in key.split("/"):
@@ -103,39 +120,94 @@ class S3Store:
         return True
 
     def put_blob(self, path: Path, digest: str) -> bool:
+        """Upload `path` under its digest unless the store holds exactly these bytes already
+        (its checksum says so); then check the checksum S3 computed against ours."""
         key = blob_key(digest)
-        if self._exists(key):
+        size = path.stat().st_size
+        present = self._head(digest)
+        if present is not None and present.get("ContentLength") == size and \
+                self._holds(digest, size, present, lambda: expected_checksum(path, digest, size)):
+            self._records[digest] = stored_record(present)
             return False
-        extra: dict[str, Any] = {"Metadata": {"sha256": digest}, "ChecksumAlgorithm": "SHA256"}
-        try:
-            if path.stat().st_size < MULTIPART_THRESHOLD:
-                data = path.read_bytes()
-                if hashlib.sha256(data).hexdigest() != digest:
-                    raise StoreError(f"{path} changed while it was published")
-                self.client.put_object(
-                    Bucket=self.bucket, Key=self._key(key), Body=data,
-                    ChecksumSHA256=base64.b64encode(bytes.fromhex(digest)).decode(),
-                    Metadata={"sha256": digest})
-            else:
-                self.client.upload_file(str(path), self.bucket, self._key(key),
-                                        ExtraArgs=extra, Config=self.transfer)
-        except (ClientError, BotoCoreError, Boto3Error) as error:
-            raise self._fail(f"upload blob {digest[:12]}", error) from None
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="checksum") as pool:
+            # Hashing overlaps the upload (hashlib releases the GIL on large chunks).
+            expected = pool.submit(expected_checksum, path, digest, size)
+            try:
+                if size < MULTIPART_THRESHOLD:
+                    data = path.read_bytes()
+                    if hashlib.sha256(data).hexdigest() != digest:
+                        raise StoreError(f"{path} changed while it was published")
+                    self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                           ChecksumAlgorithm="SHA256",
+                                           ChecksumSHA256=b64(digest),
+                                           Metadata={"sha256": digest})
+                else:
+                    self.client.upload_file(
+                        str(path), self.bucket, self._key(key), Config=self.transfer,
+                        ExtraArgs={"Metadata": {"sha256": digest},
+                                   "ChecksumAlgorithm": "SHA256"})
+            except (ClientError, BotoCoreError, Boto3Error) as error:
+                raise self._fail(f"upload blob {digest[:12]}", error) from None
+            self._confirm(digest, expected.result())
         return True
 
     def put_blob_bytes(self, data: bytes) -> tuple[str, bool]:
         digest = hashlib.sha256(data).hexdigest()
         key = blob_key(digest)
-        if self._exists(key):
+        present = self._head(digest)
+        if present is not None and self._holds(digest, len(data), present, lambda: b64(digest)):
+            self._records[digest] = stored_record(present)
             return digest, False
         try:
-            self.client.put_object(
-                Bucket=self.bucket, Key=self._key(key), Body=data,
-                ChecksumSHA256=base64.b64encode(bytes.fromhex(digest)).decode(),
-                Metadata={"sha256": digest})
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                   ChecksumAlgorithm="SHA256", ChecksumSHA256=b64(digest),
+                                   Metadata={"sha256": digest})
         except (ClientError, BotoCoreError) as error:
             raise self._fail(f"upload blob {digest[:12]}", error) from None
+        self._confirm(digest, b64(digest))
         return digest, True
+
+    def _head(self, digest: str) -> dict[str, Any] | None:
+        """The blob's HEAD with S3's checksum; None when it is absent."""
+        try:
+            head = self.client.head_object(Bucket=self.bucket,
+                                           Key=self._key(blob_key(digest)),
+                                           ChecksumMode="ENABLED")
+        except ClientError as error:
+            if _is_missing(error):
+                return None
+            raise self._fail(f"check blob {digest[:12]}", error) from None
+        except BotoCoreError as error:
+            raise self._fail(f"check blob {digest[:12]}", error) from None
+        return dict(head)
+
+    def _holds(self, digest: str, size: int, head: dict[str, Any],
+               expected: Callable[[], str]) -> bool:
+        """Whether a blob already present is exactly ours, so that publish may skip it."""
+        if size < MULTIPART_THRESHOLD:
+            return self.verify_blob(digest) is None
+        answer = store_answer(head)
+        return answer is not None and answer == expected()
+
+    def _confirm(self, digest: str, expected: str) -> None:
+        """After an upload: S3's own checksum, when it reports one, must be the one our bytes
+        give (a store without SHA-256 checksums records none; promotion then re-hashes)."""
+        head = self._head(digest)
+        answer = None if head is None else store_answer(head)
+        if head is None or answer not in (None, expected):
+            raise StoreError(f"store {self.url}: blob {digest[:12]} does not hold the bytes "
+                             f"just uploaded (S3 SHA-256 checksum {answer}, expected "
+                             f"{expected}); nothing was published")
+        self._records[digest] = stored_record(head)
+
+    def blob_record(self, digest: str) -> dict[str, str] | None:
+        """S3's checksum, ETag and version of a blob as published (kept in the manifest)."""
+        if digest not in self._records:
+            head = self._head(digest)
+            if head is None:
+                raise StoreError(f"store {self.url}: blob {digest[:12]} is missing")
+            self._records[digest] = stored_record(head)
+        return self._records[digest]
 
     def read_blob(self, digest: str) -> bytes:
         return read_verified(self, digest)
@@ -162,32 +234,47 @@ class S3Store:
             destination.unlink()
             raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
 
-    def check_blob(self, digest: str, size: int) -> str | None:
-        """Before a pointer moves, without copying the blob: S3 checked the SHA-256 of every
-        part at upload; here the object must exist with the manifest's size, carry our
-        digest, and (single-part objects) have the full-object checksum S3 keeps."""
+    def check_blob(self, digest: str, size: int, recorded: str | None = None) -> str | None:
+        """Before a pointer moves, as strongly as publish checked the bytes.
+
+        A multipart blob: the composite SHA-256 S3 computed from the stored parts must be
+        the one recorded at publish. S3 checks every part's SHA-256 against its bytes, so a
+        writer cannot make it report the recorded value with other bytes. One HEAD, no copy.
+        A single-part blob (under 64 MiB) is downloaded and re-hashed: its checksum is one
+        the uploader sends, and not every S3 API checks it (moto 5 keeps any value).
+        Where S3 reports no usable checksum, the blob is re-hashed too."""
+        if size < MULTIPART_THRESHOLD:
+            return self.verify_blob(digest)
         try:
-            head = self.client.head_object(Bucket=self.bucket,
-                                           Key=self._key(blob_key(digest)),
-                                           ChecksumMode="ENABLED")
-        except ClientError as error:
-            if _is_missing(error):
-                return f"blob {digest[:12]} is missing"
-            return str(self._fail(f"check blob {digest[:12]}", error))
-        except BotoCoreError as error:
-            return str(self._fail(f"check blob {digest[:12]}", error))
+            head = self._head(digest)
+        except StoreError as error:
+            return str(error)
+        if head is None:
+            return f"blob {digest[:12]} is missing"
         if head.get("ContentLength") != size:
             return f"blob {digest[:12]} has {head.get('ContentLength')} bytes, not {size}"
-        if head.get("Metadata", {}).get("sha256") != digest:
-            return f"blob {digest[:12]} does not carry its digest (replaced outside the tool?)"
-        checksum = head.get("ChecksumSHA256")
-        # A multipart object (ETag "...-N") carries a checksum of its parts' checksums,
-        # not of the whole object: only a single-part one can be compared.
-        single_part = "-" not in str(head.get("ETag", ""))
-        if checksum and single_part and "-" not in checksum and \
-                base64.b64decode(checksum).hex() != digest:
-            return f"blob {digest[:12]} is corrupt (S3 checksum differs)"
+        answer = store_answer(head)
+        if not recorded or answer is None:
+            return self.verify_blob(digest)
+        if answer != recorded:
+            return (f"blob {digest[:12]} is not the one published (S3 SHA-256 checksum "
+                    f"{answer} differs from {recorded} recorded at publish; replaced in the "
+                    "bucket?)")
         return None
+
+    def caller_identity(self) -> dict[str, str]:
+        """Who the store's credentials belong to, as STS answers (boto3's standard chain and
+        endpoint settings); what went wrong when it does not answer. Never raises."""
+        try:
+            sts = boto3.client("sts", config=Config(
+                retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3,
+                read_timeout=5))
+            reply = sts.get_caller_identity()
+        except (ClientError, BotoCoreError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            return {"unavailable": f"STS GetCallerIdentity failed: {reason}"}
+        return {"arn": str(reply.get("Arn", "")), "account": str(reply.get("Account", "")),
+                "user_id": str(reply.get("UserId", ""))}
 
     def verify_blob(self, digest: str) -> str | None:
         """Stream the blob and hash it; None when intact."""
@@ -200,6 +287,10 @@ class S3Store:
             if _is_missing(error):
                 return f"blob {digest[:12]} is missing"
             return str(self._fail(f"read blob {digest[:12]}", error))
+        except FlexibleChecksumError:
+            # botocore checks the bytes it read against the checksum the object carries.
+            return (f"blob {digest[:12]} is corrupt (its bytes do not match the checksum "
+                    "stored with it)")
         except BotoCoreError as error:
             return str(self._fail(f"read blob {digest[:12]}", error))
         if hasher.hexdigest() != digest:

@@ -6,7 +6,8 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
-from pipeline.promotion import approve, commit_promotion
+from pipeline.identity import acting_identity
+from pipeline.promotion import commit_promotion
 from pipeline.regression import live_verification, regression_gates
 from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
 from pipeline.results import Gate, StageResult, Status
@@ -58,7 +59,7 @@ def _promote_verified(ctx: RunContext) -> StageResult:
     assert ctx.promotion is not None and ctx.promote_to is not None
     store = store_for(ctx.loaded)
     event = commit_promotion(store, ctx.loaded, ctx.promote_to, ctx.promotion, ctx.actor,
-                             run_id=ctx.run_id)
+                             run_id=ctx.run_id, actor=acting_identity(ctx.env, store))
     ctx.release_id = ctx.promotion.release_id
     previous = event["previous_release_id"] or "nothing"
     return StageResult(NAME, Status.PASSED,
@@ -111,6 +112,8 @@ def run(ctx: RunContext) -> StageResult:
         BlobSource("verification", None, verification, sha256_bytes(verification)),
     ]
     body = manifest_body(ctx)
+    identity = acting_identity(ctx.env, store)
+    body["created_by_actor"] = identity
     body["image"] = _push_image(ctx)
     def uploaded(done: int, total: int) -> None:
         ctx.progress(NAME, done, total, f"{done / 2**20:.1f} of {total / 2**20:.1f} MiB in "
@@ -125,12 +128,11 @@ def run(ctx: RunContext) -> StageResult:
                f"({outcome.uploaded_bytes / 1024:.0f} KiB), {outcome.skipped_blobs} already "
                "present")
     if ctx.promote_to is not None:
-        approvers = None
-        if ctx.approved_by:
-            approve(store, spec.name, outcome.release_id, ctx.promote_to, ctx.approved_by)
-            approvers = [ctx.approved_by]
+        # The approval is part of the move: recorded only if the pointer moves.
+        approvers = [ctx.approved_by] if ctx.approved_by else None
         event = move_pointer(store, spec.name, ctx.promote_to, outcome.release_id, "promote",
-                             ctx.actor, run_id=ctx.run_id, approved_by=approvers)
+                             ctx.actor, run_id=ctx.run_id, approved_by=approvers,
+                             actor=identity)
         details["event"] = event
         previous = event["previous_release_id"] or "nothing"
         message += f"; {ctx.promote_to} now points at it (was {previous})"

@@ -1,0 +1,136 @@
+"""Approvals and integrity on the local store: through the library and the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_spec
+from pipeline.digest import sha256_bytes
+from pipeline.errors import PolicyError, StoreError
+from pipeline.identity import acting_identity, claimed_name, names_of
+from pipeline.promotion import approvals, approve, promote_existing
+from pipeline.release import BlobSource, move_pointer, publish_release, read_pointer, utc_now
+from pipeline.store import LocalStore, open_store
+
+NAME = "fraud-mlp"
+POLICY = "requires: [staging]\napproval: {required: true, distinct_from_creator: true}\n"
+
+
+@pytest.fixture
+def store(project: Path) -> LocalStore:
+    (project / "environments" / "production.yaml").write_text(POLICY)
+    opened = open_store("file://.serve-pipeline/store", project)
+    assert isinstance(opened, LocalStore)
+    return opened
+
+
+def staged(store: LocalStore, payload: bytes, creator: str = "alice") -> str:
+    source = BlobSource("model", None, payload, sha256_bytes(payload))
+    body = {"run_id": "r", "created_by": creator,
+            "created_by_actor": {"user": f"{creator}@build-host", "via": "local"}}
+    release = publish_release(store, NAME, [source], body, utc_now()).release_id
+    move_pointer(store, NAME, "staging", release, "promote", "ci")
+    return release
+
+
+def run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=project, text=True,
+                          capture_output=True, timeout=120, env=dict(os.environ))
+
+
+def audit(store: LocalStore) -> list[str]:
+    return store.list(f"audit/{NAME}/")
+
+
+def test_identity_inside_and_outside_github_actions() -> None:
+    github = {"GITHUB_ACTIONS": "true", "GITHUB_ACTOR": "octocat",
+              "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "acme/m",
+              "GITHUB_RUN_ID": "7", "USER": "runner"}
+    assert acting_identity(github) == {"user": "octocat", "via": "github-actions",
+                                       "run_url": "https://github.com/acme/m/actions/runs/7"}
+    local = acting_identity({"USER": "rita", "GITHUB_ACTOR": "octocat"})
+    assert local["via"] == "local" and local["user"].startswith("rita@")
+    assert claimed_name(None, github) == "octocat" and claimed_name("bob", github) == "bob"
+    assert names_of("Alice", {"user": "al@host"}) == {"alice", "al@host", "al"}
+
+
+def test_self_approval_is_refused_and_records_nothing(project: Path, store: LocalStore) -> None:
+    production = load_spec(project / "serve.yaml", "production")
+    release = staged(store, b"model")
+    before = audit(store)
+    for claimed in ("alice", "alice@build-host"):
+        with pytest.raises(PolicyError, match=r"approved only by its creator .*"
+                           r"environments/production.yaml approval.distinct_from_creator"):
+            promote_existing(store, production, "production", release, "ci",
+                             approved_by=claimed)
+    approve(store, NAME, release, "production", "alice")    # stored, but it does not count
+    with pytest.raises(PolicyError, match="approved only by its creator alice"):
+        promote_existing(store, production, "production", release, "ci")
+    assert read_pointer(store, NAME, "production")[0].events == []
+    assert len(audit(store)) == len(before) + 1
+
+    event = promote_existing(store, production, "production", release, "ci",
+                             approved_by="rita", actor={"user": "ci@runner", "via": "local"})
+    assert event["approved_by"] == ["rita"] and event["actor"]["user"] == "ci@runner"
+    assert [a["by"] for a in approvals(store, NAME, release, "production")] == ["alice"]
+
+
+def test_without_the_policy_key_the_creator_may_approve(project: Path,
+                                                        store: LocalStore) -> None:
+    (project / "environments" / "production.yaml").write_text(
+        "requires: [staging]\napproval: {required: true}\n")
+    production = load_spec(project / "serve.yaml", "production")
+    release = staged(store, b"model")
+    event = promote_existing(store, production, "production", release, "ci",
+                             approved_by="alice")
+    assert event["approved_by"] == ["alice"]
+
+
+def test_a_failed_promotion_records_no_approval(project: Path, store: LocalStore) -> None:
+    production = load_spec(project / "serve.yaml", "production")
+    release = staged(store, b"model")
+    blob = store.root / "blobs" / "sha256" / sha256_bytes(b"model")
+    blob.write_bytes(b"MODEL")                                  # same size, other bytes
+    before = audit(store)
+    with pytest.raises(StoreError, match="corrupt"):
+        promote_existing(store, production, "production", release, "ci", approved_by="rita")
+    assert audit(store) == before and approvals(store, NAME, release, "production") == []
+
+
+def test_the_cli_refuses_tampered_blobs_and_self_approval(project: Path,
+                                                          store: LocalStore) -> None:
+    first = staged(store, b"model-1")
+    second = staged(store, b"model-2")
+    before = audit(store)
+    refused = run(project, "promote", "production", "--release", second, "--approved-by",
+                  "alice")
+    assert refused.returncode == 5, refused.stderr
+    assert refused.stderr.strip() == (
+        f"error: release {second} is approved only by its creator alice (created by alice, "
+        "alice@build-host): environments/production.yaml approval.distinct_from_creator "
+        "requires an approval by someone else")
+
+    (store.root / "blobs" / "sha256" / sha256_bytes(b"model-1")).write_bytes(b"MODEL-1")
+    for args in (["promote", "production", "--release", first, "--approved-by", "rita"],
+                 ["rollback", "staging"]):
+        result = run(project, *args)
+        assert result.returncode == 3, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "model: blob " in lines[0] and "is corrupt" in lines[0]
+    assert audit(store) == before
+    assert read_pointer(store, NAME, "staging")[0].current == second
+    assert read_pointer(store, NAME, "production")[0].current is None
+
+    moved = run(project, "promote", "production", "--release", second, "--approved-by", "rita")
+    assert moved.returncode == 0, moved.stderr
+    shown = json.loads(run(project, "history", "production", "--format", "json").stdout)
+    event = shown["events"][0]
+    assert {"action", "release_id", "previous_release_id", "at", "by"} <= set(event)
+    assert event["approved_by"] == ["rita"] and event["actor"]["via"] == "local"
+    assert "@" in event["actor"]["user"] and "aws_caller" not in event["actor"]
