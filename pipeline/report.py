@@ -98,8 +98,9 @@ def measurements_table(record: dict[str, Any]) -> Table | None:
     table.add_row(
         " / ".join(f"{latency.get(k, 0):.2f}" for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms"))
         + " ms",
-        f"{latency.get('server_queue_us', 0) / 1e3:.2f} ms avg "
-        f"(budget {latency.get('queue_budget_us', 0) / 1e3:.2f} ms)",
+        f"{latency.get('server_queue_us', 0) / 1e3:.2f} ms avg" + (
+            f" (mean budget {latency['queue_mean_budget_us'] / 1e3:.2f} ms)"
+            if "queue_mean_budget_us" in latency else ""),
         f"{compute / 1e3:.2f} ms avg",
         f"avg {latency.get('server_avg_batch_size', 0):.1f} (size×executions: {batch_text})",
         memory,

@@ -245,7 +245,7 @@ def _waits(parent: ET.Element, record: Mapping[str, Any]) -> None:
         _el(row, "td", "server queue (avg)", cls="label")
         text = data.ms(waits.queue_ms)
         if waits.queue_budget_ms is not None:
-            text += f" (budget {data.ms(waits.queue_budget_ms)})"
+            text += f" (mean budget {data.ms(waits.queue_budget_ms)})"
         over = waits.queue_budget_ms is not None and waits.queue_ms > waits.queue_budget_ms
         _el(row, "td", text + (" — over budget" if over else ""),
             cls="wide" + (" fail" if over else ""), colspan=str(len(names)))

@@ -86,7 +86,7 @@ def _measurements(record: Mapping[str, Any]) -> list[str]:
         if waits.queue_ms is not None:
             text += f"; server queue {data.ms(waits.queue_ms)} avg"
             if waits.queue_budget_ms is not None:
-                text += f" (budget {data.ms(waits.queue_budget_ms)})"
+                text += f" (mean budget {data.ms(waits.queue_budget_ms)})"
         if waits.compute_total_ms is not None:
             text += f"; server compute {data.ms(waits.compute_total_ms)} avg"
         if waits.concurrency is not None and waits.throughput_rps is not None:
