@@ -18,6 +18,7 @@ from pipeline.servers.base import ModelServer
 from pipeline.servers.triton import TritonKind
 from stages import latency
 
+from .conftest import cli, latest_record
 from .test_measurement import REPO, started
 
 pytestmark = pytest.mark.integration
@@ -99,3 +100,52 @@ def test_a_threshold_at_the_measured_p99_is_definite_or_inconclusive(
             assert p99.reason and result.metrics["windows"] == 3      # ran to the cap
             assert result.status is (Status.PASSED if accept else Status.FAILED)
             assert "inconclusive" in result.message.lower()
+
+
+SLOW_HALF_OF_THE_TIME = '''import time
+
+import torch
+
+
+class SlowEveryOtherTwoSeconds(torch.nn.Module):
+    """Fast for two seconds, then 100 ms per execution for two: windows that disagree."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if int(time.time() / 2) % 2 == 0:
+            time.sleep(0.1)
+        return torch.softmax(self.linear(x), dim=-1)
+
+
+def build() -> torch.nn.Module:
+    return SlowEveryOtherTwoSeconds()
+'''
+
+
+def test_an_unstable_measurement_is_inconclusive_and_blocks(fast_project: Path) -> None:
+    import torch
+
+    (fast_project / "unstable.py").write_text(SLOW_HALF_OF_THE_TIME)
+    linear = torch.nn.Linear(16, 4).state_dict()
+    torch.save({f"linear.{key}": value for key, value in linear.items()},
+               fast_project / "unstable.pt")
+    spec = fast_project / "serve.yaml"
+    text = spec.read_text().replace("source: examples/mlp/model.pt", "source: unstable.pt")
+    text = text.replace("format: torchscript", "format: eager\n  entrypoint: unstable.py:build")
+    text = text.replace("  p99: 50ms\n  p95: 30ms\n", "  p99: 25ms\n")
+    text = text.replace("duration: 2s,\n            stability: {windows: 2, max_windows: 2}",
+                        "duration: 6s,\n            stability: {windows: 3, max_windows: 6}")
+    assert "p99: 25ms" in text and "max_windows: 6" in text
+    spec.write_text(text)
+    result = cli(["run", "--stages", "latency"], fast_project)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    stage = next(s for s in latest_record(fast_project)["stages"] if s["name"] == "latency")
+    p99 = next(g for g in stage["gates"] if g["name"] == "latency.p99")
+    assert stage["status"] == "failed" and stage["metrics"]["windows"] == 6
+    assert p99["outcome"] == "inconclusive" and p99["passed"] is False, p99
+    assert p99["samples"] > 0 and len(p99["interval"]) == 2 and p99["reason"]
+    assert "INCONCLUSIVE" in result.stdout
