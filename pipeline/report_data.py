@@ -116,7 +116,8 @@ class GateRow:
 
 
 def _interval_text(interval: Any, unit: str) -> str:
-    bounds = _list(interval)
+    # A record read back holds a list; one rendered in-process still holds the tuple.
+    bounds = list(interval) if isinstance(interval, list | tuple) else []
     if len(bounds) != 2:
         return ""
     low, high = (format_value(number(bound), "") for bound in bounds)

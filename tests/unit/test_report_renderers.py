@@ -134,6 +134,9 @@ def test_every_format_shows_outcome_interval_samples_and_why() -> None:
         assert "INCONCLUSIVE" in text and "n=2,345" in text and why in text.replace("&#160;", " ")
     body = json.loads(render(record, "json"))
     assert gate_of(body, "latency.p99")["interval"] == [44.1, 53.9]
+    live = copy.deepcopy(record)      # as rendered in-process, before a JSON round trip
+    gate_of(live, "latency.p99")["interval"] = (44.1, None)
+    assert "[44.1, —] ms, n=2,345" in render(live, "terminal")
 
 
 def test_strings_from_the_record_are_escaped() -> None:
