@@ -215,6 +215,10 @@ class SloSpec(StrictModel):
         "Gate: completed requests per second at the latency stage."))
     budget: BudgetSpec = Field(default_factory=BudgetSpec, description=(
         "The latency budget; what is left of p99 is the queue budget."))
+    queue_mean: DurationField | None = Field(default=None, description=(
+        "Optional gate latency.server_queue_mean: the MEAN time a request waited in the "
+        "server's queue over the measured windows (from the server's cumulative counters, "
+        "which give a mean only; so this budget is stated as a mean)."))
 
     def queue_budget(self) -> Duration:
         return self.p99 - self.budget.total()
@@ -254,11 +258,28 @@ class FailureStage(StrictModel):
 
 class StabilitySpec(StrictModel):
     windows: int = Field(default=3, ge=1, le=20, description=(
-        "The measurement is split into this many windows; the last this-many must agree."))
+        "Fewest windows before a verdict; a clear verdict stops after this many."))
     tolerance: PercentageField = Field(default=Percentage(0.1, "10%"), description=(
-        "Largest (max - min) / mean of throughput and of p99 across those windows."))
+        "Largest (max - min) / mean of throughput and of p99 across all windows for the "
+        "record to say stabilised."))
     max_windows: int = Field(default=6, ge=1, le=50, description=(
-        "Give up after this many windows; the record then says not stabilised."))
+        "The cap: the duration is split into this many windows; a latency gate still "
+        "undecided after the last one is inconclusive."))
+
+
+class VerdictSpec(StrictModel):
+    confidence: PercentageField = Field(default=Percentage(0.95, "95%"), description=(
+        "Coverage of each percentile gate's confidence bound, over all its looks."))
+    accept_inconclusive: bool = Field(default=False, description=(
+        "Let an inconclusive latency gate pass the stage (still reported as inconclusive). "
+        "Off: inconclusive blocks promotion like a failure."))
+
+    @field_validator("confidence")
+    @classmethod
+    def _sensible_confidence(cls, value: Percentage) -> Percentage:
+        if not 0.5 <= value.fraction <= 0.9999:
+            raise PydanticCustomError("confidence", "confidence must be in 50%..99.99%", {})
+        return value
 
 
 class LatencyStage(StrictModel):
@@ -267,14 +288,16 @@ class LatencyStage(StrictModel):
     warmup: DurationField = Field(default=Duration(5_000_000_000, "5s"), description=(
         "Traffic sent and discarded before the window."))
     duration: DurationField = Field(default=Duration(20_000_000_000, "20s"), description=(
-        "Length of the measurement window."))
+        "Most measurement time after the warm-up; a clear verdict stops earlier."))
     batch_size: int = Field(default=1, ge=1, description="Items per request.")
     request_timeout: DurationField = Field(default=Duration(10_000_000_000, "10s"),
                                            description="Client timeout of every request.")
     protocol: Literal["http", "grpc"] = Field(default="http", description=(
         "Triton: the load can go over gRPC too; TorchServe: http."))
     stability: StabilitySpec = Field(default_factory=StabilitySpec, description=(
-        "Windows repeat until throughput and p99 settle (or the cap)."))
+        "Windows repeat until every latency gate is decided (or the cap)."))
+    verdict: VerdictSpec = Field(default_factory=VerdictSpec, description=(
+        "How percentile gates are decided: confidence, and whether inconclusive may pass."))
 
 
 class BurstSpec(StrictModel):

@@ -32,13 +32,32 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(1, MAX_LATENCY_US, 3)
 
 
+def latency_us(elapsed_s: float) -> int:
+    return min(MAX_LATENCY_US, max(1, int(elapsed_s * 1e6)))
+
+
+def failed_latency_us(elapsed_s: float, timeout_s: float) -> int:
+    """What a failed or timed-out request adds to the latency histogram.
+
+    It is censored at the timeout: it delivered no answer within the longest wait
+    the client accepts, so it counts as at least that slow. Recording a fast error
+    (a 500 after 2 ms) at its elapsed time would make a server that fails fast look
+    faster; leaving it out would let a timeout never raise p99.
+    """
+    return latency_us(max(elapsed_s, timeout_s))
+
+
 class LoadAborted(Exception):
     """The watchdog said stop (the server died)."""
 
 
 @dataclass
 class LoadResult:
-    """Latencies (µs) and outcomes of one measurement window."""
+    """Latencies (µs) and outcomes of one measurement window.
+
+    The histogram holds every request: answered ones at their latency, failed and
+    timed-out ones censored at the request timeout (see `failed_latency_us`).
+    """
 
     duration_s: float
     histogram: HdrHistogram = field(default_factory=new_histogram)
@@ -183,10 +202,11 @@ async def closed_loop(target: Target, concurrency: int, duration_s: float, timeo
                 error = await transport.send(timeout_s)
                 done = time.perf_counter()
                 if error is None:
-                    result.histogram.record_value(max(1, int((done - sent) * 1e6)))
+                    result.histogram.record_value(latency_us(done - sent))
                     if done <= end:
                         result.completed += 1
                 else:
+                    result.histogram.record_value(failed_latency_us(done - sent, timeout_s))
                     result.errors[error] += 1
 
         await _supervise([asyncio.create_task(worker()) for _ in range(concurrency)],
@@ -263,11 +283,13 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
             error = await transport.send(timeout_s)
             done = time.perf_counter()
             if error is None:
-                bucket.histogram.record_value(max(1, int((done - intended) * 1e6)))
-                from_send.histogram.record_value(max(1, int((done - sent) * 1e6)))
+                bucket.histogram.record_value(latency_us(done - intended))
+                from_send.histogram.record_value(latency_us(done - sent))
                 bucket.completed += 1
                 from_send.completed += 1
             else:
+                bucket.histogram.record_value(failed_latency_us(done - intended, timeout_s))
+                from_send.histogram.record_value(failed_latency_us(done - sent, timeout_s))
                 bucket.errors[error] += 1
                 from_send.errors[error] += 1
             if is_burst:
@@ -283,6 +305,7 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
                 lag.record_value(max(1, int((sent - intended) * 1e6)))
                 bucket = results[phase_name]
                 if len(in_flight) >= max_in_flight:
+                    bucket.histogram.record_value(failed_latency_us(0.0, timeout_s))
                     bucket.errors["client_overload"] += 1
                     continue
                 task = asyncio.create_task(one(intended, sent, bucket, phase_name == "burst"))
@@ -337,9 +360,10 @@ async def paced_sequential(target: Target, rate: float, duration_s: float,
             done = time.perf_counter()
             for result, since in ((naive, sent), (honest, intended)):
                 if error is None:
-                    result.histogram.record_value(max(1, int((done - since) * 1e6)))
+                    result.histogram.record_value(latency_us(done - since))
                     result.completed += 1
                 else:
+                    result.histogram.record_value(failed_latency_us(done - since, timeout_s))
                     result.errors[error] += 1
     finally:
         await transport.close()

@@ -8,6 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.report_data import gate_rows
+
 STATUS_STYLE = {"passed": "green", "failed": "bold red", "aborted": "yellow",
                 "skipped": "dim", "running": "cyan"}
 STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
@@ -23,19 +25,26 @@ def _format(value: Any, unit: str = "") -> str:
 
 
 def gates_table(record: dict[str, Any]) -> Table:
-    table = Table(title="Gates", title_justify="left", expand=False)
-    for column in ("stage", "gate", "observed", "threshold", ""):
+    table = Table(title="Gates", title_justify="left", expand=False, caption_justify="left")
+    for column in ("stage", "gate", "observed", "threshold", "interval, samples", ""):
         table.add_column(column)
-    for stage in record.get("stages", []):
-        for gate in stage.get("gates", []):
-            passed = gate["passed"]
-            relation = gate.get("comparison", "")
-            threshold = _format(gate["threshold"], gate.get("unit", ""))
-            table.add_row(
-                stage["name"], gate["name"], _format(gate["observed"], gate.get("unit", "")),
-                f"{relation} {threshold}".strip(),
-                Text("pass", style="green") if passed else Text("FAIL", style="bold red"))
+    reasons = []
+    raw_gates = [(stage["name"], dict(gate)) for stage in record.get("stages", [])
+                 for gate in stage.get("gates", [])]
+    for (stage, raw), gate in zip(raw_gates, gate_rows(record), strict=True):
+        relation = raw.get("comparison", "")
+        threshold = _format(raw["threshold"], raw.get("unit", ""))
+        table.add_row(stage, gate.name, _format(raw["observed"], raw.get("unit", "")),
+                      f"{relation} {threshold}".strip(), gate.evidence,
+                      Text(gate.label, style=OUTCOME_STYLE[gate.outcome]))
+        if gate.reason and not gate.passed:
+            reasons.append(f"{gate.name} {gate.outcome}: {gate.reason}")
+    if reasons:
+        table.caption = "\n".join(reasons)
     return table
+
+
+OUTCOME_STYLE = {"passed": "green", "failed": "bold red", "inconclusive": "bold yellow"}
 
 
 def stages_table(record: dict[str, Any]) -> Table:
@@ -89,8 +98,9 @@ def measurements_table(record: dict[str, Any]) -> Table | None:
     table.add_row(
         " / ".join(f"{latency.get(k, 0):.2f}" for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms"))
         + " ms",
-        f"{latency.get('server_queue_us', 0) / 1e3:.2f} ms avg "
-        f"(budget {latency.get('queue_budget_us', 0) / 1e3:.2f} ms)",
+        f"{latency.get('server_queue_us', 0) / 1e3:.2f} ms avg" + (
+            f" (mean budget {latency['queue_mean_budget_us'] / 1e3:.2f} ms)"
+            if "queue_mean_budget_us" in latency else ""),
         f"{compute / 1e3:.2f} ms avg",
         f"avg {latency.get('server_avg_batch_size', 0):.1f} (size×executions: {batch_text})",
         memory,

@@ -88,6 +88,9 @@ def stage_rows(record: Mapping[str, Any]) -> list[StageRow]:
             for item in stages(record)]
 
 
+OUTCOME_LABEL = {"passed": "pass", "failed": "FAIL", "inconclusive": "INCONCLUSIVE"}
+
+
 @dataclass(frozen=True)
 class GateRow:
     stage: str
@@ -96,6 +99,36 @@ class GateRow:
     threshold: str
     passed: bool
     numeric: bool
+    outcome: str = ""     # passed | failed | inconclusive (older records: from `passed`)
+    interval: str = ""    # "[low, high] unit" for a gate decided on a confidence bound
+    samples: str = ""     # how many samples the verdict rests on
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        return OUTCOME_LABEL.get(self.outcome, self.outcome.upper())
+
+    @property
+    def evidence(self) -> str:
+        """Interval and sample count in one cell: "[15.7, 17.8] ms, n=12,696"."""
+        return ", ".join(part for part in (self.interval, self.samples and f"n={self.samples}")
+                         if part)
+
+
+def _interval_text(interval: Any, unit: str) -> str:
+    # A record read back holds a list; one rendered in-process still holds the tuple.
+    bounds = list(interval) if isinstance(interval, list | tuple) else []
+    if len(bounds) != 2:
+        return ""
+    low, high = (format_value(number(bound), "") for bound in bounds)
+    return f"[{low}, {high}] {unit}".rstrip()
+
+
+def _outcome(gate: Mapping[str, Any]) -> str:
+    outcome = gate.get("outcome")
+    if outcome in OUTCOME_LABEL:
+        return str(outcome)
+    return "passed" if gate.get("passed") is True else "failed"
 
 
 def gate_rows(record: Mapping[str, Any]) -> list[GateRow]:
@@ -107,10 +140,15 @@ def gate_rows(record: Mapping[str, Any]) -> list[GateRow]:
             comparison = str(gate.get("comparison") or "")
             threshold = format_value(gate.get("threshold"), unit)
             relation = COMPARISON_SYMBOL.get(comparison, comparison)
+            samples = number(gate.get("samples"))
+            outcome = _outcome(gate)
             rows.append(GateRow(str(item.get("name", "?")), str(gate.get("name", "?")),
                                 format_value(gate.get("observed"), unit),
-                                f"{relation} {threshold}".strip(), gate.get("passed") is True,
-                                number(gate.get("observed")) is not None))
+                                f"{relation} {threshold}".strip(), outcome == "passed",
+                                number(gate.get("observed")) is not None, outcome,
+                                _interval_text(gate.get("interval"), unit),
+                                "" if samples is None else f"{samples:,.0f}",
+                                str(gate.get("reason") or "")))
     return rows
 
 
@@ -163,8 +201,10 @@ def waits(record: Mapping[str, Any]) -> Waits | None:
     def per_ms(key: str) -> float | None:
         return values[key] / 1e3 if key in values else None
 
+    # The queue time is a mean: it is held against a budget stated as a mean only
+    # (slo.queue_mean), never against the p99-derived queue budget.
     return Waits(client, values.get("mean_ms"), per_ms("server_queue_us"),
-                 per_ms("queue_budget_us"), compute, values.get("concurrency"),
+                 per_ms("queue_mean_budget_us"), compute, values.get("concurrency"),
                  values.get("throughput_rps"))
 
 
@@ -343,6 +383,7 @@ class Direction(Enum):
 # Load settings and counts: they describe how a run was measured, not how well it went.
 NEUTRAL_METRICS = frozenset({
     "concurrency", "batch_size", "queue_budget_us", "requests", "server_requests",
+    "queue_mean_budget_us", "latency_samples", "windows_kept",
     "server_executions", "server_processes", "server_avg_batch_size", "probes",
     "burst_rate_rps", "burst_base_rate_rps", "client_cpu_ms_per_request",
 })
@@ -433,6 +474,10 @@ def comparability_note(record: Mapping[str, Any], baseline: Mapping[str, Any]) -
 def status_counts(rows: list[GateRow]) -> tuple[int, int]:
     failed = sum(1 for row in rows if not row.passed)
     return len(rows) - failed, failed
+
+
+def inconclusive_count(rows: list[GateRow]) -> int:
+    return sum(1 for row in rows if row.outcome == "inconclusive")
 
 
 def first_failure(record: Mapping[str, Any]) -> StageRow | None:

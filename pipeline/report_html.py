@@ -175,11 +175,15 @@ def _stage_strip(parent: ET.Element, record: Mapping[str, Any]) -> None:
             cls="failure")
 
 
+_RESULT_MARK = {"passed": "✓", "failed": "✗", "inconclusive": "?"}
+
+
 def _gates(parent: ET.Element, record: Mapping[str, Any]) -> None:
     section = _section(parent, "Gates", cls="wide")
     rows = data.gate_rows(record)
     body = _table(section, [("stage", ""), ("gate", ""), ("observed", "num"),
-                            ("threshold", "num"), ("result", "")], table_id="gates")
+                            ("threshold", "num"), ("interval, samples", "num"),
+                            ("result", "")], table_id="gates")
     for gate in rows:
         row = _el(body, "tr", cls="pass" if gate.passed else "fail")
         _el(row, "td", gate.stage, cls="stage")
@@ -187,10 +191,16 @@ def _gates(parent: ET.Element, record: Mapping[str, Any]) -> None:
         value_cls = "num short" if gate.numeric else "num"
         _el(row, "td", gate.observed, cls=value_cls)
         _el(row, "td", gate.threshold, cls=value_cls)
-        _el(row, "td", "✓ pass" if gate.passed else "✗ FAIL", cls="result")
+        _el(row, "td", gate.evidence or "—", cls="num")
+        _el(row, "td", _RESULT_MARK[gate.outcome] + " " + gate.label, cls="result")
     if not rows:
         _el(_el(body, "tr"), "td", "No gate was evaluated: the run stopped before any gated "
-            "stage.", cls="muted", colspan="5")
+            "stage.", cls="muted", colspan="6")
+    reasons = [gate for gate in rows if gate.reason and not gate.passed]
+    if reasons:
+        listing = _el(section, "ul", cls="gate-reasons")
+        for gate in reasons:
+            _el(listing, "li", f"{gate.name} {gate.outcome}: {gate.reason}")
 
 
 def _split_bar(parent: ET.Element, waits: data.Waits) -> None:
@@ -235,7 +245,7 @@ def _waits(parent: ET.Element, record: Mapping[str, Any]) -> None:
         _el(row, "td", "server queue (avg)", cls="label")
         text = data.ms(waits.queue_ms)
         if waits.queue_budget_ms is not None:
-            text += f" (budget {data.ms(waits.queue_budget_ms)})"
+            text += f" (mean budget {data.ms(waits.queue_budget_ms)})"
         over = waits.queue_budget_ms is not None and waits.queue_ms > waits.queue_budget_ms
         _el(row, "td", text + (" — over budget" if over else ""),
             cls="wide" + (" fail" if over else ""), colspan=str(len(names)))

@@ -67,10 +67,14 @@ def _gates(record: Mapping[str, Any]) -> list[str]:
     rows = data.gate_rows(record)
     if not rows:
         return ["_No gate was evaluated._", ""]
-    return ["### Gates", "", *_table(
-        ["stage", "gate", "observed", "threshold", ""],
+    mark = {"passed": "✅ pass", "failed": "❌ **FAIL**", "inconclusive": "❔ **INCONCLUSIVE**"}
+    lines = ["### Gates", "", *_table(
+        ["stage", "gate", "observed", "threshold", "interval, samples", ""],
         [[cell(gate.stage), code(gate.name), cell(gate.observed), cell(gate.threshold),
-          "✅ pass" if gate.passed else "❌ **FAIL**"] for gate in rows], "llrrl")]
+          cell(gate.evidence or "—"), mark[gate.outcome]] for gate in rows], "llrrrl")]
+    reasons = [f"- {code(gate.name)} {gate.outcome}: {cell(gate.reason)}"
+               for gate in rows if gate.reason and not gate.passed]
+    return lines + ([*reasons, ""] if reasons else [])
 
 
 def _measurements(record: Mapping[str, Any]) -> list[str]:
@@ -82,7 +86,7 @@ def _measurements(record: Mapping[str, Any]) -> list[str]:
         if waits.queue_ms is not None:
             text += f"; server queue {data.ms(waits.queue_ms)} avg"
             if waits.queue_budget_ms is not None:
-                text += f" (budget {data.ms(waits.queue_budget_ms)})"
+                text += f" (mean budget {data.ms(waits.queue_budget_ms)})"
         if waits.compute_total_ms is not None:
             text += f"; server compute {data.ms(waits.compute_total_ms)} avg"
         if waits.concurrency is not None and waits.throughput_rps is not None:

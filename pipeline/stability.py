@@ -1,8 +1,11 @@
-"""Repeat measurement windows until throughput and p99 settle.
+"""Repeat measurement windows until the verdict is decided, or up to a cap.
 
 A single window can land on a hiccup (a GC pause, a noisy neighbour). The
-latency stage runs windows until the last `windows` of them agree within a
-tolerance on both throughput and p99, or until a cap; the record says which.
+latency stage runs at least `min_windows` windows and then stops as soon as
+its gates are decided (pipeline.verdict); after `max_windows` it stops anyway
+and an undecided gate is inconclusive. Every window after the warm-up counts:
+none is dropped for disagreeing with the others. Whether throughput and p99
+agreed across all windows (`settled`) is recorded as "stabilised".
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ def spread(values: list[float]) -> float:
 
 
 def settled(windows: list[LoadResult], count: int, tolerance: float) -> bool:
+    """The last `count` windows agree on throughput and p99 within `tolerance`."""
     if len(windows) < count:
         return False
     last = windows[-count:]
@@ -34,32 +38,38 @@ def settled(windows: list[LoadResult], count: int, tolerance: float) -> bool:
         spread([w.percentile_ms(99) for w in last]) <= tolerance
 
 
+def merge(windows: list[LoadResult]) -> LoadResult:
+    total = LoadResult(0.0)
+    for window in windows:
+        total.merge(window)
+    return total
+
+
 @dataclass
-class Stabilised(Generic[Extra]):
+class Measured(Generic[Extra]):
     windows: list[LoadResult] = field(default_factory=list)
     extras: list[Extra] = field(default_factory=list)
-    stable: bool = False
-    kept: int = 0
+    decided: bool = False
 
     def merged(self) -> LoadResult:
-        """The kept (last) windows as one result."""
-        kept = self.windows[-self.kept:]
-        total = LoadResult(0.0)
-        for window in kept:
-            total.merge(window)
-        return total
+        """Every measured window as one result."""
+        return merge(self.windows)
+
+    def stable(self, tolerance: float) -> bool:
+        return settled(self.windows, len(self.windows), tolerance)
 
 
-def measure_until_stable(window: Callable[[int], tuple[LoadResult, Extra]], count: int,
-                         tolerance: float, cap: int) -> Stabilised[Extra]:
-    """Run `window(i)` at least `count` times and at most `cap` times."""
-    outcome: Stabilised[Extra] = Stabilised()
-    for index in range(max(cap, count)):
+def measure_until_decided(window: Callable[[int], tuple[LoadResult, Extra]],
+                          decided: Callable[[list[LoadResult]], bool],
+                          min_windows: int, max_windows: int) -> Measured[Extra]:
+    """Run `window(i)` at least `min_windows` times, then until `decided`, at most
+    `max_windows` times."""
+    outcome: Measured[Extra] = Measured()
+    for index in range(max(max_windows, min_windows)):
         result, extra = window(index)
         outcome.windows.append(result)
         outcome.extras.append(extra)
-        if settled(outcome.windows, count, tolerance):
-            outcome.stable = True
+        if len(outcome.windows) >= min_windows and decided(outcome.windows):
+            outcome.decided = True
             break
-    outcome.kept = min(count, len(outcome.windows))
     return outcome

@@ -1,27 +1,38 @@
 """latency: closed loop at the spec's concurrency after warm-up; gates from the SLO.
 
-The measurement is split into windows that repeat until throughput and p99
-settle. Next to the client's percentiles it records the server's own view of
-exactly those windows (queue vs compute time, formed batch sizes) and the
-memory of the server's process tree after that warm traffic.
+The measurement runs in windows until every percentile gate is decided on its
+confidence bound (pipeline.verdict), or until the cap, when an undecided gate
+is inconclusive. Next to the client's percentiles it records the server's own
+view of exactly those windows (queue vs compute time, formed batch sizes) and
+the memory of the server's process tree after that warm traffic.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pipeline.context import RunContext
+from pipeline.latency_gates import (
+    interval_metrics,
+    latency_gates,
+    look_confidence,
+    percentile_verdicts,
+    settled_verdicts,
+    verdict_details,
+)
 from pipeline.load import LoadResult
 from pipeline.measure import closed_window, load_target, server_memory
-from pipeline.results import Gate, StageResult
+from pipeline.results import StageResult
 from pipeline.servers.base import ServerStats
-from pipeline.stability import measure_until_stable
+from pipeline.stability import measure_until_decided, merge
 
 NAME = "latency"
 USES_SERVER = True
 
 
 def run(ctx: RunContext) -> StageResult:
+    started = time.perf_counter()  # the time to a verdict includes the warm-up
     spec = ctx.loaded.spec
     stage = spec.stages.latency
     slo = spec.slo
@@ -30,7 +41,8 @@ def run(ctx: RunContext) -> StageResult:
     closed_window(ctx, server, target, NAME, stage.concurrency, stage.warmup.seconds,
                   f"warm-up at concurrency {stage.concurrency}")
     stability = stage.stability
-    window_s = stage.duration.seconds / stability.windows
+    cap = max(stability.max_windows, stability.windows)
+    window_s = stage.duration.seconds / cap
     snapshots: list[ServerStats] = [server.stats()]
 
     def window(index: int) -> tuple[LoadResult, ServerStats]:
@@ -39,34 +51,28 @@ def run(ctx: RunContext) -> StageResult:
         snapshots.append(server.stats())
         return result, snapshots[-1]
 
-    outcome = measure_until_stable(window, stability.windows, stability.tolerance.fraction,
-                                   stability.max_windows)
+    def decided(windows: list[LoadResult]) -> bool:
+        return settled_verdicts(percentile_verdicts(spec, windows, merge(windows)))
+
+    outcome = measure_until_decided(window, decided, stability.windows, cap)
+    verdict_s = time.perf_counter() - started
     measured = outcome.merged()
-    # Counter deltas over exactly the kept windows.
-    server_view = snapshots[-1].since(snapshots[-1 - outcome.kept])
+    verdicts = percentile_verdicts(spec, outcome.windows, measured)
+    # Counter deltas over exactly the measured windows (all of them after the warm-up).
+    server_view = snapshots[-1].since(snapshots[0])
     ctx.require_server()
     memory, memory_notes = server_memory(server)
     summary = measured.summary()
-    metrics = {**summary, **server_view.window_metrics(), **memory,
+    stable = outcome.stable(stability.tolerance.fraction)
+    window_metrics = server_view.window_metrics()
+    metrics = {**summary, **window_metrics, **memory, **interval_metrics(verdicts),
                "concurrency": float(stage.concurrency), "batch_size": float(stage.batch_size),
-               "windows": float(len(outcome.windows)), "windows_kept": float(outcome.kept),
-               "stabilised": 1.0 if outcome.stable else 0.0}
-    budget_ms = slo.queue_budget().ms
-    metrics["queue_budget_us"] = budget_ms * 1e3
-
-    gates = [Gate.at_most("latency.p99", summary["p99_ms"], slo.p99.ms, "ms")]
-    if slo.p95 is not None:
-        gates.append(Gate.at_most("latency.p95", summary["p95_ms"], slo.p95.ms, "ms"))
-    if slo.p50 is not None:
-        gates.append(Gate.at_most("latency.p50", summary["p50_ms"], slo.p50.ms, "ms"))
-    gates.append(Gate.at_most("latency.error_rate", summary["error_rate"] * 100,
-                              slo.error_rate.fraction * 100, "%"))
-    if slo.min_throughput is not None:
-        gates.append(Gate.at_least("latency.throughput", summary["throughput_rps"],
-                                   slo.min_throughput.per_second, "/s"))
-    # The latency budget against reality: the queue time the server observed.
-    gates.append(Gate.at_most("latency.server_queue", metrics["server_queue_us"] / 1e3,
-                              budget_ms, "ms"))
+               "windows": float(len(outcome.windows)), "windows_kept": float(len(outcome.windows)),
+               "stabilised": 1.0 if stable else 0.0, "verdict_s": verdict_s,
+               "queue_budget_us": slo.queue_budget().ms * 1e3}
+    if slo.queue_mean is not None:
+        metrics["queue_mean_budget_us"] = slo.queue_mean.ms * 1e3
+    gates = latency_gates(spec, verdicts, measured, len(outcome.windows), window_metrics)
     batches = server_view.batch_executions
     preferred = spec.server.batching.preferred_batch_sizes
     reached = {str(size): batches.get(size, 0) > 0 for size in preferred}
@@ -76,10 +82,13 @@ def run(ctx: RunContext) -> StageResult:
         "batch_executions": {str(k): v for k, v in sorted(batches.items())},
         "preferred_batch_sizes": preferred,
         "preferred_reached": reached,
-        "stabilised": outcome.stable,
+        "stabilised": stable,
+        "decided": outcome.decided,
         "window_s": window_s,
-        "windows": [{"throughput_rps": w.throughput, "p99_ms": w.percentile_ms(99)}
-                    for w in outcome.windows],
+        "windows": [{"throughput_rps": w.throughput, "p99_ms": w.percentile_ms(99),
+                     "p95_ms": w.percentile_ms(95), "p50_ms": w.percentile_ms(50),
+                     "requests": w.completed + w.error_count} for w in outcome.windows],
+        **verdict_details(verdicts, look_confidence(spec)),
         "protocol": stage.protocol,
         **memory_notes,
     }
@@ -92,8 +101,11 @@ def run(ctx: RunContext) -> StageResult:
     never = [size for size, hit in reached.items() if not hit]
     if never:
         message += f"; preferred batch size(s) {', '.join(never)} never formed"
-    if not outcome.stable:
-        message += f" (not stabilised after {len(outcome.windows)} windows)"
+    if not stable:
+        message += f" (not stabilised over {len(outcome.windows)} windows)"
+    if not outcome.decided:
+        message += f" (undecided after {len(outcome.windows)} windows, the cap)"
     if "p99" in measured.thin_percentiles():
         message += f" (p99 from only {int(summary['requests'])} requests)"
-    return StageResult.judged(NAME, gates, message, metrics, details)
+    return StageResult.judged(NAME, gates, message, metrics, details,
+                              accept_inconclusive=stage.verdict.accept_inconclusive)

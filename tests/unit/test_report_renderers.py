@@ -75,13 +75,14 @@ def test_every_gate_appears_with_observed_and_threshold(record: dict[str, Any]) 
     gates = [(stage["name"], gate) for stage in record["stages"] for gate in stage["gates"]]
     assert len(rows) == len(gates) == 12
     for stage_name, gate in gates:
-        stage, _, observed, threshold, result = rows[gate["name"]]
+        stage, _, observed, threshold, evidence, result = rows[gate["name"]]
+        assert evidence == "—"       # a record from before gates carried an interval
         assert stage == stage_name
         assert result == "✓ pass"
         if isinstance(gate["observed"], str):
             assert (observed, threshold) == (gate["observed"], gate["threshold"])
     p99 = gate_of(record, "latency.p99")
-    _, _, observed, threshold, _ = rows["latency.p99"]
+    _, _, observed, threshold, _, _ = rows["latency.p99"]
     assert observed == f"{p99['observed']:.3g} ms"
     assert threshold == f"≤ {p99['threshold']:g} ms"
     assert rows["latency.throughput"][3] == "≥ 100/s"
@@ -101,6 +102,41 @@ def test_a_failing_gate_is_marked_in_both_renderers() -> None:
     line = next(line for line in markdown.splitlines() if "`latency.p99`" in line)
     assert line.endswith("| ❌ **FAIL** |")
     assert markdown.startswith("## ❌ ")
+
+
+def inconclusive_p99(record: dict[str, Any]) -> dict[str, Any]:
+    changed = copy.deepcopy(record)
+    gate_of(changed, "latency.p99").update(
+        observed=48.2, threshold=50.0, passed=False, outcome="inconclusive",
+        interval=[44.1, 53.9], samples=2345, reason="the interval straddles 50ms")
+    gate_of(changed, "latency.p95").update(interval=[7.7, 8.3], samples=2345,
+                                           outcome="passed")
+    stage_of(changed, "latency")["status"] = "failed"
+    changed["status"] = "failed"
+    return changed
+
+
+def test_every_format_shows_outcome_interval_samples_and_why() -> None:
+    from pipeline.report_formats import render
+
+    record = inconclusive_p99(load("triton"))
+    rows = gate_table_rows(parse_html(render_html(record)))
+    assert rows["latency.p99"][4:] == ["[44.1, 53.9] ms, n=2,345", "? INCONCLUSIVE"]
+    assert rows["latency.p95"][4:] == ["[7.7, 8.3] ms, n=2,345", "✓ pass"]
+    why = "latency.p99 inconclusive: the interval straddles 50ms"
+    assert why in parse_html(render_html(record)).text()
+    markdown = render_markdown(record)
+    line = next(line for line in markdown.splitlines() if "`latency.p99`" in line)
+    assert line.endswith("| [44.1, 53.9] ms, n=2,345 | ❔ **INCONCLUSIVE** |")
+    assert "inconclusive: the interval straddles 50ms" in markdown
+    for fmt in ("terminal", "svg"):
+        text = render(record, fmt)
+        assert "INCONCLUSIVE" in text and "n=2,345" in text and why in text.replace("&#160;", " ")
+    body = json.loads(render(record, "json"))
+    assert gate_of(body, "latency.p99")["interval"] == [44.1, 53.9]
+    live = copy.deepcopy(record)      # as rendered in-process, before a JSON round trip
+    gate_of(live, "latency.p99")["interval"] = (44.1, None)
+    assert "[44.1, —] ms, n=2,345" in render(live, "terminal")
 
 
 def test_strings_from_the_record_are_escaped() -> None:
@@ -165,7 +201,12 @@ def test_memory_burst_and_waits_are_shown() -> None:
     text = parse_html(render_html(load("torchserve"))).text()
     assert "RSS 906 MiB" in text and "PSS 675 MiB" in text
     assert "GPU not measured" in text
-    assert "server queue (avg) 4.76 ms (budget 80 ms)" in text
+    # A mean queue time is never shown against the p99-derived queue budget.
+    assert "server queue (avg) 4.76 ms" in text and "4.76 ms (budget" not in text
+    budgeted = copy.deepcopy(load("torchserve"))
+    stage_of(budgeted, "latency")["metrics"]["queue_mean_budget_us"] = 2000.0
+    text = parse_html(render_html(budgeted)).text()
+    assert "server queue (avg) 4.76 ms (mean budget 2 ms) — over budget" in text
     assert "invalid" in text and "burst at 200/s: p99 41.5 ms vs 36.8 ms" in text
 
 
@@ -205,8 +246,8 @@ def test_throughput_down_and_errors_from_zero_are_regressions() -> None:
 def test_markdown_has_the_gates_table_and_the_summary_lines(record: dict[str, Any]) -> None:
     markdown = render_markdown(record)
     lines = markdown.splitlines()
-    start = lines.index("| stage | gate | observed | threshold |  |")
-    assert lines[start + 1] == "| --- | --- | ---: | ---: | --- |"
+    start = lines.index("| stage | gate | observed | threshold | interval, samples |  |")
+    assert lines[start + 1] == "| --- | --- | ---: | ---: | ---: | --- |"
     gate_lines = lines[start + 2:start + 14]
     assert all(line.endswith("| ✅ pass |") for line in gate_lines)
     assert "| latency | `latency.p99` |" in markdown

@@ -3,7 +3,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 from pipeline.load import LoadResult, Phase, schedule
-from pipeline.stability import measure_until_stable, settled, spread
+from pipeline.stability import measure_until_decided, settled, spread
 
 
 def window(throughput: float, p99_us: int) -> LoadResult:
@@ -20,20 +20,24 @@ def test_spread() -> None:
     assert spread([]) == 0.0
 
 
-def test_windows_repeat_until_the_last_ones_agree() -> None:
+def test_windows_repeat_until_decided_and_every_window_counts() -> None:
     series = [(1000, 9000), (700, 4000), (1000, 5000), (1010, 5100), (990, 5050), (1000, 5000)]
-    outcome = measure_until_stable(lambda i: (window(*series[i]), i), count=3, tolerance=0.05,
-                                   cap=6)
-    assert outcome.stable and len(outcome.windows) == 5 and outcome.kept == 3
+    outcome = measure_until_decided(lambda i: (window(*series[i]), i),
+                                    lambda ws: settled(ws, 3, 0.05), min_windows=3,
+                                    max_windows=6)
+    assert outcome.decided and len(outcome.windows) == 5
     assert outcome.extras == [0, 1, 2, 3, 4]
-    assert outcome.merged().completed == 1010 + 990 + 1000
+    # Nothing is dropped: the early windows that disagreed count too.
+    assert outcome.merged().completed == 1000 + 700 + 1000 + 1010 + 990
+    assert not outcome.stable(0.05)
 
 
 def test_the_cap_is_respected_and_reported() -> None:
     noisy = [(1000, 1000), (2000, 9000)] * 5
-    outcome = measure_until_stable(lambda i: (window(*noisy[i]), None), count=3,
-                                   tolerance=0.05, cap=4)
-    assert not outcome.stable and len(outcome.windows) == 4
+    outcome = measure_until_decided(lambda i: (window(*noisy[i]), None),
+                                    lambda ws: settled(ws, 3, 0.05), min_windows=3,
+                                    max_windows=4)
+    assert not outcome.decided and len(outcome.windows) == 4
     assert not settled(outcome.windows, 3, 0.05)
 
 
