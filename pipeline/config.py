@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from pipeline import metric_names
 from pipeline.errors import SpecError, SpecIssue
 from pipeline.spec_errors import issues_from_validation
 from pipeline.units import Duration, DurationField, Percentage, PercentageField, RateField
@@ -330,7 +331,9 @@ class RegressionStage(StrictModel):
     metrics: list[str] = Field(default_factory=lambda: [
         "latency.p99_ms", "latency.p95_ms", "latency.throughput_rps", "latency.error_rate",
         "saturation.knee_throughput_rps"], description=(
-        "stage.metric names that the gate watches (the report compares all of them)."))
+        "stage.metric names that the gate watches (the report compares all of them); "
+        "an unknown name is a spec error. Known: " + ", ".join(sorted(metric_names.WATCHABLE))
+        + "."))
 
 
 class StagesSpec(StrictModel):
@@ -628,6 +631,12 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -
         add(("stages", "latency", "batch_size"),
             f"{spec.stages.latency.batch_size} is over server.batching.max_batch_size "
             f"{server.batching.max_batch_size}")
+    for index, metric in enumerate(spec.stages.regression.metrics):
+        if metric not in metric_names.WATCHABLE:
+            guess = metric_names.closest(metric)
+            add(("stages", "regression", "metrics", index), f"unknown metric '{metric}'" + (
+                f"; did you mean '{guess}'?" if guess else
+                "; expected stage.metric, e.g. latency.p99_ms (see `serve-pipeline schema`)"))
     return issues
 
 

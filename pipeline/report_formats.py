@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from rich.console import Console
 
-from pipeline.regression import live_verification
+from pipeline.regression import live_release
 from pipeline.release import read_manifest
 from pipeline.report import render_terminal
 from pipeline.report_html import render_html
@@ -54,4 +54,4 @@ def render(record: dict[str, Any], fmt: Format, baseline: dict[str, Any] | None 
     return console.export_text()
 
 
-__all__ = ["Format", "baseline_for", "live_verification", "render"]
+__all__ = ["Format", "baseline_for", "live_release", "render"]

@@ -40,6 +40,9 @@ class _Connection(asyncio.Protocol):
         self.buffer = bytearray()
         self.waiter: asyncio.Future[int] | None = None
         self.closed = False
+        # TorchServe answers every error with "connection: close" and then closes: a
+        # connection reused after one fails the next request as a spurious connection error.
+        self.server_closes = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -73,6 +76,7 @@ class _Connection(asyncio.Protocol):
         if not head.startswith(b"http/1."):
             raise WireError("not an HTTP/1.x response")
         status = int(head[9:12])
+        self.server_closes = b"\r\nconnection: close" in head
         body_start = end + 4
         marker = head.find(b"\r\ncontent-length:")
         if marker >= 0:
@@ -138,7 +142,7 @@ class WirePool:
             raise
         finally:
             timer.cancel()
-        if connection.closed:
+        if connection.closed or connection.server_closes:
             connection.close()
         else:
             self.idle.append(connection)

@@ -1,15 +1,17 @@
 """parity: served outputs against the source model run in-process, then the failure path.
 
 Reference and server see the same batches: single items and a full batch of
-`max_batch_size`. Failure probes send what a broken client would send; each
-must get a 4xx and the server must stay ready.
+`max_batch_size`. Every served output must have the spec's dtype, and the same
+batches sent again must give the same outputs (within the tolerance). Failure
+probes send what a broken client would send; each must get a 4xx and the server
+must stay ready.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,7 @@ from pipeline.memory import process_tree_memory
 from pipeline.model_runtime import LoadedModel
 from pipeline.results import Gate, StageResult
 from pipeline.servers.base import ModelServer, send
-from pipeline.tensors import NUMPY_DTYPES, Batch, load_samples, take
+from pipeline.tensors import NUMPY_DTYPES, Array, Batch, load_samples, take
 
 NAME = "parity"
 LIMIT_PROBES = frozenset({"oversized_body", "declared_huge_shape"})
@@ -40,6 +42,11 @@ class Comparison:
     max_rel_error: float = 0.0
     requests: int = 0
     problems: list[str] | None = None
+    served_dtypes: dict[str, set[str]] = field(default_factory=dict)
+    model_dtypes: dict[str, set[str]] = field(default_factory=dict)
+    repeated_elements: int = 0
+    repeat_differing: int = 0
+    repeat_max_abs: float = 0.0
 
     def add(self, served: np.ndarray[Any, Any], reference: np.ndarray[Any, Any], atol: float,
             rtol: float, label: str) -> None:
@@ -59,8 +66,29 @@ class Comparison:
             relative = error / np.maximum(np.abs(want), np.finfo(np.float64).tiny)
             self.max_rel_error = max(self.max_rel_error, float(relative.max()))
 
+    def add_repeat(self, again: np.ndarray[Any, Any], first: np.ndarray[Any, Any], atol: float,
+                   rtol: float, label: str) -> None:
+        """The same request answered twice: every element within atol + rtol·|first|."""
+        self.repeated_elements += first.size
+        if again.shape != first.shape or again.dtype != first.dtype:
+            self.note(f"{label}: sent again, {again.dtype}{list(again.shape)} instead of "
+                      f"{first.dtype}{list(first.shape)}")
+            self.repeat_differing += first.size
+            return
+        got, want = again.astype(np.float64), first.astype(np.float64)
+        close = np.isclose(got, want, atol=atol, rtol=rtol, equal_nan=True)
+        differing = int(np.count_nonzero(~close))
+        if differing:
+            self.repeat_differing += differing
+            self.repeat_max_abs = max(self.repeat_max_abs,
+                                      float(np.nanmax(np.abs(got - want)[~close])))
+            self.note(f"{label}: sent again, {differing} of {first.size} values changed")
+
     def note(self, problem: str) -> None:
         self.problems = [*(self.problems or []), problem]
+
+
+Served = list[tuple[str, Batch, dict[str, Array]]]
 
 
 def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel,
@@ -71,17 +99,21 @@ def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel
     batches = [take(samples, 1, start) for start in range(min(SINGLE_ITEMS, available))]
     batches.append(take(samples, spec.server.batching.max_batch_size))
     comparison = Comparison()
+    answered: Served = []
     for index, batch in enumerate(batches):
         label = f"request {index + 1} (batch {next(iter(batch.values())).shape[0]})"
         expected = reference([batch[t.name] for t in spec.model.inputs])
         reply = send(server.infer_request(batch), REQUEST_TIMEOUT_S)
         comparison.requests += 1
+        for tensor, want in zip(spec.model.outputs, expected, strict=True):
+            comparison.model_dtypes.setdefault(tensor.name, set()).add(str(want.dtype))
         if reply.status != 200:
             comparison.note(f"{label}: HTTP {reply.status}: {reply.text()[:200]}")
             comparison.mismatched += sum(a.size for a in expected)
             comparison.elements += sum(a.size for a in expected)
             continue
         served = server.decode_outputs(reply)
+        answered.append((label, batch, served))
         for tensor, want in zip(spec.model.outputs, expected, strict=True):
             if tensor.name not in served:
                 comparison.note(f"{label}: output '{tensor.name}' missing")
@@ -89,11 +121,52 @@ def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel
                 comparison.elements += want.size
                 continue
             got = served[tensor.name]
-            if got.dtype != np.dtype(NUMPY_DTYPES[tensor.dtype]):
-                comparison.note(f"{label}: output '{tensor.name}' is {got.dtype}, the spec "
-                                f"says {tensor.dtype}")
+            comparison.served_dtypes.setdefault(tensor.name, set()).add(str(got.dtype))
             comparison.add(got, want, parity.atol, parity.rtol, f"{label} {tensor.name}")
+    check_repeats(spec, server, answered, comparison)
     return comparison
+
+
+def check_repeats(spec: Spec, server: ModelServer, answered: Served,
+                  comparison: Comparison) -> None:
+    """Send every answered batch again: a deterministic model gives the same outputs."""
+    parity = spec.stages.parity
+    for label, batch, first in answered:
+        reply = send(server.infer_request(batch), REQUEST_TIMEOUT_S)
+        comparison.requests += 1
+        again = server.decode_outputs(reply) if reply.status == 200 else {}
+        if reply.status != 200:
+            comparison.note(f"{label}: sent again, HTTP {reply.status}: {reply.text()[:200]}")
+        for name, array in first.items():
+            if name not in again:
+                comparison.repeated_elements += array.size
+                comparison.repeat_differing += array.size
+                continue
+            comparison.add_repeat(again[name], array, parity.atol, parity.rtol,
+                                  f"{label} {name}")
+
+
+def dtype_gate(spec: Spec, comparison: Comparison) -> Gate:
+    """Every output as the spec types it, both as served and as the model computes it."""
+    wrong = []
+    for tensor in spec.model.outputs:
+        served = comparison.served_dtypes.get(tensor.name, set())
+        model = comparison.model_dtypes.get(tensor.name, set())
+        if not served:
+            wrong.append(f"{tensor.name} never served")
+        elif served | model != {tensor.dtype}:
+            wrong.append(f"{tensor.name} served {'/'.join(sorted(served))} "
+                         f"(model {'/'.join(sorted(model))})")
+    expected = ", ".join(f"{t.name} {t.dtype}" for t in spec.model.outputs)
+    return Gate("parity.output_dtype", "; ".join(wrong) or expected, expected, not wrong)
+
+
+def determinism_gate(comparison: Comparison) -> Gate:
+    """Elements that changed when the same requests were sent again (0 allowed)."""
+    if comparison.repeated_elements == 0:
+        return Gate("parity.deterministic", "not evaluated: no answered request to repeat",
+                    "0 values changed", False)
+    return Gate.at_most("parity.deterministic", float(comparison.repeat_differing), 0.0)
 
 
 PROBE_TEXT: dict[str, str] = {
@@ -231,7 +304,8 @@ def run(ctx: RunContext) -> StageResult:
     reference = ctx.reference_model()
     comparison = compare_outputs(ctx, server, reference, samples)
     parity = spec.stages.parity
-    gates = [Gate.at_most("parity.mismatched_elements", float(comparison.mismatched), 0.0)]
+    gates = [Gate.at_most("parity.mismatched_elements", float(comparison.mismatched), 0.0),
+             dtype_gate(spec, comparison), determinism_gate(comparison)]
     probe_details: list[dict[str, Any]] = []
     if spec.stages.failure.enabled:
         probe_gates, probe_details = run_probes(ctx, server)
@@ -242,12 +316,15 @@ def run(ctx: RunContext) -> StageResult:
         "parity_mismatched": float(comparison.mismatched),
         "parity_max_abs_error": comparison.max_abs_error,
         "parity_max_rel_error": comparison.max_rel_error,
+        "parity_repeated_elements": float(comparison.repeated_elements),
+        "parity_repeat_differing": float(comparison.repeat_differing),
+        "parity_repeat_max_abs": comparison.repeat_max_abs,
         "failure_probes": float(len(probe_details)),
     }
     message = (f"{comparison.elements} output values from {comparison.requests} requests "
                f"within atol {parity.atol:g} + rtol {parity.rtol:g} (max |Δ| "
-               f"{comparison.max_abs_error:.2g}); {len(probe_details)} bad requests failed "
-               "cleanly")
+               f"{comparison.max_abs_error:.2g}), the same when sent again; "
+               f"{len(probe_details)} bad requests failed cleanly")
     findings = [p["finding"] for p in probe_details if p.get("finding")]
     if findings:
         message += "; " + "; ".join(findings)

@@ -8,7 +8,12 @@ from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.identity import acting_identity
 from pipeline.promotion import commit_promotion
-from pipeline.regression import live_verification, regression_gates
+from pipeline.regression import (
+    fallbacks_used,
+    live_release,
+    live_release_gate,
+    regression_gates,
+)
 from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
 from pipeline.results import Gate, StageResult, Status
 from pipeline.store import Store, store_for
@@ -69,23 +74,36 @@ def _promote_verified(ctx: RunContext) -> StageResult:
 
 
 def _against_live(ctx: RunContext, store: Store) -> tuple[list[Gate], dict[str, Any]]:
-    """Deltas against the release live in the target environment; gates if the spec asks."""
+    """Deltas against the release live in the target environment; gates if the spec asks.
+
+    A live release that exists but cannot be read fails the gate (fail closed); without
+    the gate the details say that the comparison could not be made."""
     environment = ctx.promote_to or ctx.loaded.environment
     if environment is None:
         return [], {}
-    live = live_verification(store, ctx.loaded.spec.name, environment)
-    if live is None:
-        return [], {"comparison": {"environment": environment, "baseline_release_id": None}}
-    release_id, baseline = live
+    settings = ctx.loaded.spec.stages.regression
+    live = live_release(store, ctx.loaded.spec.name, environment)
+    if live.problem is not None:
+        details = {"comparison": {"environment": environment,
+                                  "baseline_release_id": live.release_id,
+                                  "unavailable": live.problem}}
+        return ([live_release_gate(live)] if settings.gate else []), details
+    if live.verification is None:
+        details = {"comparison": {"environment": environment, "baseline_release_id": None}}
+        return ([live_release_gate(live)] if settings.gate else []), details
     record = {"stages": [r.to_json() for r in ctx.results],
               "server": {"kind": ctx.loaded.spec.server.kind}}
-    settings = ctx.loaded.spec.stages.regression
-    gates, deltas = regression_gates(record, baseline, settings)
+    gates, deltas = regression_gates(record, live.verification, settings)
     regressed = [f"{d.stage}.{d.metric} {d.change_text}" for d in deltas if d.regressed]
-    details = {"comparison": {"environment": environment, "baseline_release_id": release_id,
-                              "tolerance": settings.tolerance.fraction,
-                              "regressions": regressed}}
-    return (gates if settings.gate else []), details
+    comparison: dict[str, Any] = {"environment": environment,
+                                  "baseline_release_id": live.release_id,
+                                  "tolerance": settings.tolerance.fraction,
+                                  "regressions": regressed}
+    fallbacks = fallbacks_used(live.verification, settings)
+    if fallbacks:
+        comparison["fallbacks"] = fallbacks
+    gates = [live_release_gate(live), *gates]
+    return (gates if settings.gate else []), {"comparison": comparison}
 
 
 def run(ctx: RunContext) -> StageResult:
@@ -136,6 +154,9 @@ def run(ctx: RunContext) -> StageResult:
         details["event"] = event
         previous = event["previous_release_id"] or "nothing"
         message += f"; {ctx.promote_to} now points at it (was {previous})"
+    unavailable = comparison.get("comparison", {}).get("unavailable")
+    if unavailable:
+        message += f"; not compared with the live release ({unavailable})"
     regressions = comparison.get("comparison", {}).get("regressions")
     if regressions:
         message += f"; worse than the live release: {', '.join(regressions[:4])}"

@@ -319,7 +319,7 @@ class TorchServeEndpoint(EndpointLifecycle):
         names = [t.name for t in self.spec.model.outputs]
         if "json" in content_type:
             body = json.loads(response.body)["outputs"]
-            return {name: np.asarray(tensor["data"], dtype=NUMPY_DTYPES[tensor["dtype"]])
+            return {name: np.asarray(tensor["data"], dtype=np.dtype(tensor["dtype"]))
                     .reshape(tensor["shape"]) for name, tensor in body.items()}
         if response.body[:6] == b"\x93NUMPY":
             return {names[0]: np.load(io.BytesIO(response.body), allow_pickle=False)}

@@ -32,6 +32,28 @@ def test_validate_refuses_with_file_line_and_key(project: Path, old: str, new: s
     assert line.startswith("error: serve.yaml:") and key in line
 
 
+def test_an_unknown_regression_metric_is_a_spec_error(project: Path) -> None:
+    spec = project / "serve.yaml"
+    spec.write_text(spec.read_text().replace(
+        "  saturation: {max_concurrency: 64",
+        "  regression: {gate: true, metrics: [latency.p99_ms, saturation.knee_thruput_rps]}\n"
+        "  saturation: {max_concurrency: 64", 1))
+    result = run(["validate"], project)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line == (f"error: serve.yaml:{line_of(spec, 'regression:')}:54: "
+                    "stages.regression.metrics[1]: unknown metric 'saturation.knee_thruput_rps'; "
+                    "did you mean 'saturation.knee_throughput_rps'?")
+    spec.write_text(spec.read_text().replace("saturation.knee_thruput_rps",
+                                             "saturation.capacity_rps"))
+    assert run(["validate"], project).returncode == 0
+
+
+def line_of(path: Path, needle: str) -> int:
+    return next(number for number, line in enumerate(path.read_text().splitlines(), start=1)
+                if needle in line)
+
+
 def test_validate_and_schema_succeed_on_the_example(project: Path) -> None:
     result = run(["validate", "--env", "production"], project)
     assert result.returncode == 0, result.stderr

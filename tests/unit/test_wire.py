@@ -29,6 +29,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
             return
+        if self.path == "/closing":
+            # As TorchServe answers an error: "connection: close", then the close, a little
+            # later than the answer.
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.flush()
+            threading.Event().wait(0.2)
+            return
         status = 400 if body == b"bad" else 200
         payload = b"x" * 70_000
         self.send_response(status)
@@ -79,6 +89,16 @@ def test_statuses_keep_alive_chunked_and_timeouts(server: str) -> None:
             await slow.send(0.2)
         for pool in (good, bad, chunked, slow):
             pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_with_connection_close_is_not_reused(server: str) -> None:
+    async def scenario() -> None:
+        closing = WirePool(HttpRequest("POST", server + "/closing", b"", {}))
+        assert [await closing.send(5.0) for _ in range(3)] == [500] * 3
+        assert len(closing.all) == 3                   # a new connection after each close
+        closing.close()
 
     asyncio.run(scenario())
 

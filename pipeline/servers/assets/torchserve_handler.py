@@ -113,7 +113,8 @@ def _check(arrays, spec):
 def _encode(fmt, outputs, spec):
     if fmt == "json":
         return json.dumps({"outputs": {
-            t["name"]: {"shape": list(a.shape), "dtype": t["dtype"], "data": a.reshape(-1).tolist()}
+            t["name"]: {"shape": list(a.shape), "dtype": str(a.dtype),
+                        "data": a.reshape(-1).tolist()}
             for t, a in zip(spec["outputs"], outputs, strict=True)}}), "application/json"
     buffer = io.BytesIO()
     if fmt == "npy" and len(outputs) == 1:
@@ -160,19 +161,38 @@ class ServePipelineHandler:
             else:
                 good.append((index, fmt, decoded))
         if good:
-            stacked = [np.concatenate([arrays[t["name"]] for _, _, arrays in good])
-                       for t in self.spec["inputs"]]
-            outputs = self.model(stacked)
-            offset = 0
-            for index, fmt, arrays in good:
-                items = arrays[self.spec["inputs"][0]["name"]].shape[0]
-                part = [np.ascontiguousarray(out[offset:offset + items], dtype=t["dtype"])
-                        for t, out in zip(self.spec["outputs"], outputs, strict=True)]
-                offset += items
-                results[index], content_type = _encode(fmt, part, self.spec)
+            try:
+                answered = self._run_batch(good)
+            except Exception as exc:  # the model's failure: a 500 for each request of the batch
+                # Raising out of handle() would make TorchServe answer 503 ("service
+                # unavailable", which clients and balancers retry elsewhere) for the batch.
+                logger.exception("model execution failed for a batch of %d", len(good))
+                problem = f"model execution failed: {type(exc).__name__}: {exc}"
+                answered = [(index, json.dumps({"code": 500, "error": problem}),
+                             "application/json", 500, problem) for index, _, _ in good]
+            for index, body, content_type, status, problem in answered:
+                if status != 200:
+                    context.set_response_status(status, problem, idx=index)
+                results[index] = body
                 context.set_response_content_type(index, content_type)
         self._count_batch(context, len(data))
         return results
+
+    def _run_batch(self, good):
+        """[(index, body, content type, 200, None)] for the valid requests, run as one batch."""
+        stacked = [np.concatenate([arrays[t["name"]] for _, _, arrays in good])
+                   for t in self.spec["inputs"]]
+        outputs = self.model(stacked)
+        answered = []
+        offset = 0
+        for index, fmt, arrays in good:
+            items = arrays[self.spec["inputs"][0]["name"]].shape[0]
+            # The model's own dtype is served (no cast to the spec's): parity gates on it.
+            part = [np.ascontiguousarray(out[offset:offset + items]) for out in outputs]
+            offset += items
+            body, content_type = _encode(fmt, part, self.spec)
+            answered.append((index, body, content_type, 200, None))
+        return answered
 
     @staticmethod
     def _count_batch(context, size):

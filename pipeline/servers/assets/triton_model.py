@@ -43,6 +43,21 @@ class TritonPythonModel:
         )
 
     def execute(self, requests):
+        try:
+            return self._run_batch(requests)
+        except Exception as exc:  # the model's failure, answered to every request of the batch
+            message = f"model execution failed: {type(exc).__name__}: {exc}"
+            # One TritonError per response, never one shared by the batch. The stub serialises
+            # a response's error into shared memory through the error object itself
+            # (PbError::SaveToSharedMemory keeps the block in the object and replaces it on
+            # the next save), so a shared object frees the block of every earlier response in
+            # the batch before tritonserver reads it. With dynamic batching (2+ requests in
+            # one execute) that killed tritonserver 2.51 with SIGSEGV in libtriton_python.so;
+            # a single request never showed it.
+            return [pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
+                    for _ in requests]
+
+    def _run_batch(self, requests):
         per_request = [
             [pb_utils.get_input_tensor_by_name(r, n).as_numpy() for n in self.input_names]
             for r in requests
@@ -52,17 +67,14 @@ class TritonPythonModel:
             np.concatenate([arrays[i] for arrays in per_request])
             for i in range(len(self.input_names))
         ]
-        try:
-            outputs = self.model(stacked)
-        except Exception as exc:  # the error goes back to every client in the batch
-            error = pb_utils.TritonError(f"model execution failed: {exc}")
-            return [pb_utils.InferenceResponse(error=error) for _ in requests]
+        outputs = self.model(stacked)
         responses = []
         offset = 0
         for size in sizes:
+            # The model's own dtype is served (no cast to the config's): parity gates on it.
             tensors = [
-                pb_utils.Tensor(name, np.ascontiguousarray(out[offset:offset + size], dtype))
-                for (name, dtype), out in zip(self.outputs, outputs, strict=True)
+                pb_utils.Tensor(name, np.ascontiguousarray(out[offset:offset + size]))
+                for (name, _), out in zip(self.outputs, outputs, strict=True)
             ]
             responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
             offset += size

@@ -1,0 +1,144 @@
+"""Model failures stay model failures, on real servers under the pipeline's own load.
+
+A model that raises fails the latency stage on its error-rate gate while the
+server (and every python-backend stub or TorchServe worker) stays up; a model
+with the wrong output dtype or non-deterministic outputs fails parity on the
+gate named for it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.config import LoadedSpec, load_spec
+from pipeline.ports import free_ports
+from pipeline.servers.base import ModelServer, send
+from pipeline.servers.torchserve import TorchServeKind, TorchServeServer
+from pipeline.servers.triton import TritonKind, TritonServer
+from pipeline.tensors import load_samples, take
+
+from .bad_models import BadModel, bad_model_spec, write_bad_model
+from .conftest import cli, fast_spec, latest_record
+from .test_torchserve import FAST as TORCHSERVE_FAST
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+def spec_folder(project: Path, kind: str) -> Path:
+    """The folder of a fast spec for `kind` (the example's model, short windows)."""
+    if kind == "triton":
+        spec = project / "serve.yaml"
+        spec.write_text(fast_spec(spec.read_text()))
+        return project
+    folder = project / "examples" / "torchserve"
+    head, _, tail = (folder / "serve.yaml").read_text().partition("\nstages:\n")
+    publish = tail.partition("\npublish:\n")[2]
+    (folder / "serve.yaml").write_text(head + "\n" + TORCHSERVE_FAST + "\npublish:\n" + publish)
+    return folder
+
+
+def serving(folder: Path, model: BadModel) -> LoadedSpec:
+    write_bad_model(folder, model)
+    spec = folder / "serve.yaml"
+    spec.write_text(bad_model_spec(spec.read_text(), model))
+    return load_spec(spec)
+
+
+@pytest.fixture
+def started() -> Iterator[list[ModelServer]]:
+    servers: list[ModelServer] = []
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+def start(kind: str, loaded: LoadedSpec, folder: Path, servers: list[ModelServer]
+          ) -> ModelServer:
+    server_kind = TritonKind() if kind == "triton" else TorchServeKind()
+    model_file = loaded.resolve(loaded.spec.model.source.path or "")
+    artifact = server_kind.build(loaded, model_file, folder / "build")
+    ports = dict(zip(server_kind.port_names, free_ports(len(server_kind.port_names)),
+                     strict=True))
+    server = server_kind.launch(loaded, artifact, ports, folder / "server", dict(os.environ))
+    servers.append(server)
+    server.start()
+    server.wait_ready(180)
+    return server
+
+
+def measure_args(server: ModelServer) -> list[str]:
+    if isinstance(server, TritonServer):
+        return ["--url", server.base_url]
+    assert isinstance(server, TorchServeServer) and server.key_file is not None
+    return ["--url", server.inference_url, "--management-url", server.management_url,
+            "--metrics-url", server.metrics_url, "--key-file", str(server.key_file)]
+
+
+def model_processes(server: ModelServer) -> set[int]:
+    """Python-backend stubs (Triton) or workers (TorchServe): where the model runs."""
+    marks = ("triton_python_backend_stub", "model_service_worker")
+    return {process.pid for process in server.process_tree()
+            if any(mark in " ".join(process.cmdline()) for mark in marks)}
+
+
+@pytest.mark.parametrize("kind", ["triton", "torchserve"])
+def test_a_raising_model_fails_the_error_rate_gate_and_the_server_stays_up(
+        project: Path, tmp_path: Path, kind: str, started: list[ModelServer]) -> None:
+    folder = spec_folder(project, kind)
+    loaded = serving(folder, "raising")
+    server = start(kind, loaded, tmp_path, started)
+    before = model_processes(server)
+    assert before
+
+    result = cli(["measure", *measure_args(server), "--stages", "latency",
+                  "-f", str(folder / "serve.yaml")], project)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    latency = next(s for s in latest_record(folder)["stages"] if s["name"] == "latency")
+    assert latency["status"] == "failed"
+    assert [g["name"] for g in latency["gates"] if not g["passed"]] == ["latency.error_rate"]
+    assert set(latency["details"]["errors_by_kind"]) == {"http_500"}
+    assert server.alive() and server.is_ready()
+    assert model_processes(server) == before        # no stub or worker died or restarted
+    samples = load_samples(loaded.spec.model, loaded.spec.stages.parity, loaded.workspace)
+    replies = [send(server.infer_request(take(samples, 1)), 10.0) for _ in range(5)]
+    assert 200 in [reply.status for reply in replies]
+
+
+@pytest.mark.parametrize("model, gate", [("wrong_dtype", "parity.output_dtype"),
+                                         ("noisy", "parity.deterministic")])
+def test_parity_refuses_a_wrong_dtype_and_a_non_deterministic_model(
+        project: Path, model: BadModel, gate: str) -> None:
+    folder = spec_folder(project, "triton")
+    serving(folder, model)
+    result = cli(["run", "--stages", "parity"], project)
+    assert result.returncode == 1, result.stdout + result.stderr
+    parity = next(s for s in latest_record(folder)["stages"] if s["name"] == "parity")
+    failed = {g["name"]: g for g in parity["gates"] if not g["passed"]}
+    assert gate in failed
+    if model == "wrong_dtype":
+        assert failed == {gate: failed[gate]}       # the values agree; only the dtype is wrong
+        assert failed[gate]["observed"] == "scores served float64 (model float64)"
+        assert failed[gate]["threshold"] == "scores float32"
+    else:
+        assert failed[gate]["observed"] > 0
+        assert parity["metrics"]["parity_repeat_differing"] == failed[gate]["observed"]
+
+
+def test_torchserve_serves_the_dtype_the_model_computes(project: Path,
+                                                        started: list[ModelServer],
+                                                        tmp_path: Path) -> None:
+    folder = spec_folder(project, "torchserve")
+    loaded = serving(folder, "wrong_dtype")
+    server = start("torchserve", loaded, tmp_path, started)
+    samples = load_samples(loaded.spec.model, loaded.spec.stages.parity, loaded.workspace)
+    reply = send(server.infer_request(take(samples, 2)), 10.0)
+    assert reply.status == 200
+    assert server.decode_outputs(reply)["scores"].dtype == np.float64
