@@ -8,7 +8,7 @@ from typing import Any
 from pipeline.config import RegressionStage
 from pipeline.errors import StoreError, UsageError
 from pipeline.release import read_manifest, read_pointer
-from pipeline.report_data import Delta, compare
+from pipeline.report_data import Delta, compare, metrics
 from pipeline.results import Gate
 from pipeline.store import Store
 
@@ -35,10 +35,20 @@ def live_verification(store: Store, name: str, environment: str
     return pointer.current, body
 
 
+def capacity_for_knee(watched: set[str], record: dict[str, Any],
+                      baseline: dict[str, Any]) -> set[str]:
+    """Watch the sustainable rate instead of the closed-loop knee when both runs have it."""
+    knee, capacity = "saturation.knee_throughput_rps", "saturation.capacity_rps"
+    if knee not in watched or not all("capacity_rps" in metrics(body, "saturation")
+                                      for body in (record, baseline)):
+        return watched
+    return (watched - {knee}) | {capacity}
+
+
 def regression_gates(record: dict[str, Any], baseline: dict[str, Any],
                      settings: RegressionStage) -> tuple[list[Gate], list[Delta]]:
     deltas = compare(record, baseline, settings.tolerance.fraction)
-    watched = set(settings.metrics)
+    watched = capacity_for_knee(set(settings.metrics), record, baseline)
     gates = []
     for delta in deltas:
         if f"{delta.stage}.{delta.metric}" not in watched or delta.worse_by is None:
