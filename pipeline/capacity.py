@@ -170,9 +170,12 @@ def find_capacity(step: Callable[[float, float], StepOutcome], start_rps: float,
             break
         outcome = step(rate, duration)
         search.steps.append(outcome)
-        if outcome.verdict == "client_bound":
+        if outcome.verdict != "client_bound":
+            rate = _next_rate(search, rate, settings)
+        elif search.best is None:
+            rate *= settings.down       # nothing judged yet: a lower rate the client can keep
+        else:
             search.stop_reason = (f"the client fell behind its schedule at {rate:.0f}/s, "
                                   "so that rate could not be judged")
             break
-        rate = _next_rate(search, rate, settings)
     return search

@@ -85,6 +85,11 @@ def test_a_client_bound_step_is_not_judged_and_stops_the_search() -> None:
     assert search.bound == "lower" and search.best is not None
     assert search.best.rate_rps == 1000.0
     assert "could not be judged" in search.stop_reason
+    # With nothing judged yet, it goes down to a rate the client can keep.
+    clock.now = 0.0
+    search = find_capacity(step, 2000.0, SearchSettings(budget_s=2.5, step_s=1.0), clock)
+    assert [s.verdict for s in search.steps] == ["client_bound", "pass"]
+    assert search.best is not None and search.best.rate_rps == 1000.0
 
 
 def test_low_rates_get_longer_steps_for_enough_samples() -> None:
