@@ -76,10 +76,7 @@ def judge(step: StepMeasurement, limits: Limits) -> StepOutcome:
     # (1 ms absorbs scheduling jitter on a fast model).
     grew = growth > max(1.0, step.p50_first_half_ms) or step.drain_s * 1e3 > limits.slo_p99_ms
     verdict: Verdict = "fail"
-    if step.client_bound:
-        verdict, reason = "client_bound", (f"the client fell behind its schedule (lag p99 "
-                                           f"{step.lag_p99_ms:.1f}ms): not judged")
-    elif not p99_supported(step.samples, limits):
+    if not p99_supported(step.samples, limits):
         reason = f"only {step.samples} samples (a p99 needs ≥ {limits.min_samples})"
     elif step.error_rate > limits.error_rate:
         reason = f"error rate {step.error_rate:.2%} over {limits.error_rate:.2%}"
@@ -90,6 +87,14 @@ def judge(step: StepMeasurement, limits: Limits) -> StepOutcome:
                   f"{step.p50_second_half_ms:.1f}ms, drain {step.drain_s:.2f}s)")
     else:
         verdict, reason = "pass", f"p99 {step.p99_ms:.1f}ms, no backlog"
+    if step.client_bound:
+        # Latency counts from the intended start, so a late client only adds to it: a pass
+        # still stands; a miss may be the client's, so the step is not judged.
+        lag = f"the client fell behind its schedule (lag p99 {step.lag_p99_ms:.1f}ms)"
+        if verdict == "pass":
+            reason += f", although {lag}"
+        else:
+            verdict, reason = "client_bound", f"{reason}, but {lag}: not judged"
     return StepOutcome(step.rate_rps, step.duration_s, step.p99_ms, step.error_rate,
                        step.samples, step.drain_s, growth, step.lag_p99_ms, verdict, reason)
 

@@ -32,9 +32,9 @@ SATURATION = ("  saturation: {max_concurrency: 4, probe_duration: 500ms,\n"
               "               capacity: {budget: 10s, step: 500ms}}\n")
 
 
+# About 3 ms of single-threaded compute per item: batching does not make it cheaper.
+# (No docstring: torch.jit.script re-parses this class's source and trips over one.)
 class SlowNet(torch.nn.Module):
-    """About 3 ms of single-threaded compute per item: batching does not make it cheaper."""
-
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         pairs = features.unsqueeze(2) * features.unsqueeze(1)
         hidden = pairs.repeat(1, 8, 8) * 0.01

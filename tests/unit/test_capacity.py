@@ -78,7 +78,8 @@ def test_a_client_bound_step_is_not_judged_and_stops_the_search() -> None:
 
     def step(rate: float, duration_s: float) -> StepOutcome:
         clock.now += duration_s
-        return judge(measured(rate, client_bound=rate > 1200), LIMITS)
+        late = rate > 1200
+        return judge(measured(rate, p99=80.0 if late else 5.0, client_bound=late), LIMITS)
 
     search = find_capacity(step, 1000.0, SearchSettings(budget_s=30, step_s=1.0), clock)
     assert [s.verdict for s in search.steps] == ["pass", "client_bound"]
@@ -113,6 +114,11 @@ def test_each_criterion_fails_a_step() -> None:
     assert "only 99 samples" in reasons["samples"].reason
     assert "backlog grew" in reasons["growth"].reason
     assert "backlog grew" in reasons["drain"].reason
+    # A late client only adds to latency from intended start: a pass stands, a miss is
+    # not the server's to answer for.
+    assert judge(measured(100.0, client_bound=True), LIMITS).passed
+    late_miss = judge(measured(100.0, p99=51.0, client_bound=True), LIMITS)
+    assert late_miss.verdict == "client_bound" and "not judged" in late_miss.reason
     # Jitter of a fraction of a millisecond on a fast model is not a growing queue.
     assert judge(measured(100.0, first=0.4, second=1.2), LIMITS).passed
 
