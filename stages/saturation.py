@@ -110,7 +110,8 @@ def _capacity(ctx: RunContext, server: ModelServer, target: Target, stage: Satur
         return judge(StepMeasurement(
             rate, duration_s, whole.percentile_ms(99), first.percentile_ms(50),
             second.percentile_ms(50), whole.error_rate, int(whole.histogram.get_total_count()),
-            outcome.drain_s, outcome.lag_p99_us / 1e3, outcome.client_bound), limits)
+            outcome.drain_s, outcome.lag_p99_us / 1e3, outcome.client_bound,
+            outcome.from_send.percentile_ms(99)), limits)
 
     settings = SearchSettings(stage.capacity.budget.seconds, stage.capacity.step.seconds,
                               stage.capacity.resolution.fraction)

@@ -29,7 +29,7 @@ from .conftest import cli, fast_spec, latest_record
 pytestmark = pytest.mark.integration
 
 SATURATION = ("  saturation: {max_concurrency: 4, probe_duration: 500ms,\n"
-              "               capacity: {budget: 10s, step: 500ms}}\n")
+              "               capacity: {budget: 12s, step: 1s}}\n")
 
 
 # About 3 ms of single-threaded compute per item: batching does not make it cheaper.

@@ -15,8 +15,9 @@ LIMITS = Limits(slo_p99_ms=50.0, error_rate=0.001)
 def measured(rate: float, p99: float = 5.0, first: float = 2.0, second: float = 2.2,
              samples: int = 1000, errors: float = 0.0, drain: float = 0.003,
              client_bound: bool = False) -> StepMeasurement:
+    # From the actual send, a late client's step looks fine: the lag is all the client's.
     return StepMeasurement(rate, 1.0, p99, first, second, errors, samples, drain, 0.1,
-                           client_bound)
+                           client_bound, from_send_p99_ms=4.0)
 
 
 class FakeClock:
@@ -119,6 +120,9 @@ def test_each_criterion_fails_a_step() -> None:
     assert judge(measured(100.0, client_bound=True), LIMITS).passed
     late_miss = judge(measured(100.0, p99=51.0, client_bound=True), LIMITS)
     assert late_miss.verdict == "client_bound" and "not judged" in late_miss.reason
+    overloaded = judge(StepMeasurement(100.0, 1.0, 300.0, 50.0, 200.0, 0.0, 1000, 0.3, 20.0,
+                                       True, from_send_p99_ms=280.0), LIMITS)
+    assert overloaded.verdict == "fail" and "the server's" in overloaded.reason
     # Jitter of a fraction of a millisecond on a fast model is not a growing queue.
     assert judge(measured(100.0, first=0.4, second=1.2), LIMITS).passed
 
