@@ -69,6 +69,9 @@ def floor_of(record: dict[str, Any], project: Path) -> dict[str, float]:
         f"latency windows ({windows})": windows * float(latency["details"]["window_s"]),
         f"saturation probes ({probes})": probes * spec.stages.saturation.probe_duration.seconds,
     }
+    steps = saturation["details"].get("capacity_steps", [])
+    if steps:
+        parts[f"capacity steps ({len(steps)})"] = sum(step["duration_s"] for step in steps)
     burst = spec.stages.saturation.burst
     if burst is not None and "burst_p99_ms" in saturation["metrics"]:
         settle = burst.settle.seconds
@@ -134,6 +137,8 @@ def main() -> None:
     for stage in record["stages"]:
         print(f"{stage['name']:<14}{stage['duration_s']:>9.2f}")
     publish_s = next(s["duration_s"] for s in record["stages"] if s["name"] == "publish")
+    saturation_stage = next(s for s in record["stages"] if s["name"] == "saturation")
+    saturation_s, saturation_metrics = saturation_stage["duration_s"], saturation_stage["metrics"]
     # The shutdown overlaps publish; only the part that outlasts it adds wall time.
     shutdown = max(0.0, float(record["teardown_s"]) - publish_s)
     print(f"{'(shutdown)':<14}{shutdown:>9.2f}   graceful tritonserver stop, overlapping publish")
@@ -164,7 +169,10 @@ def main() -> None:
                       "overhead_ratio_shutdown_as_overhead": round(shutdown_as_overhead, 4),
                       "verdict_s_clear": round(float(clear["metrics"]["verdict_s"]), 3),
                       "verdict_s_close": round(verdict_s_close, 3),
-                      "verdict_close": verdict_close}))
+                      "verdict_close": verdict_close,
+
+                      "capacity_rps": saturation_metrics.get("capacity_rps"),
+                      "saturation_s": round(saturation_s, 3)}))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -35,6 +35,7 @@ class ChartPoint:
     y: float
     ok: bool
     label: str
+    throughput: float | None = None
 
 
 def _num(value: float) -> str:
@@ -162,16 +163,20 @@ def _log2_bounds(values: Sequence[float]) -> tuple[int, int]:
 
 
 def knee_chart(points: Sequence[ChartPoint], *, slo: float | None, knee_x: float | None,
-               chart_id: str = "knee-chart", width: float = 620,
+               knee_label: str | None = None, capacity_rps: float | None = None,
+               capacity_label: str = "", chart_id: str = "knee-chart", width: float = 620,
                height: float = 300) -> ET.Element:
-    """p99 (y, linear) against concurrency (x, log2), one circle per probe, the SLO as a
-    dashed horizontal line and the knee as a ring with a vertical guide."""
-    margins = Margins()
+    """p99 (left y, linear) and throughput (right y, squares) against concurrency (x, log2),
+    one circle per probe, the SLO as a dashed red line, the knee (or the cap's lower bound)
+    as a ring with a vertical guide, and the open-loop capacity as a dashed blue line on the
+    throughput axis."""
     usable = sorted((point for point in points if point.x > 0), key=lambda point: point.x)
     if not usable:
-        return _empty(chart_id, width, "p99 latency against concurrency",
+        return _empty(chart_id, width, "p99 latency and throughput against concurrency",
                       "no saturation probes")
-    svg = _root(chart_id, width, height, "p99 latency against concurrency")
+    rates = [point.throughput for point in usable if point.throughput is not None]
+    margins = Margins(right=64 if rates else 20)
+    svg = _root(chart_id, width, height, "p99 latency and throughput against concurrency")
     left, right = margins.left, width - margins.right
     bottom, top = height - margins.bottom, margins.top
     low, high = _log2_bounds([point.x for point in usable])
@@ -195,13 +200,17 @@ def knee_chart(points: Sequence[ChartPoint], *, slo: float | None, knee_x: float
             stroke_width=1.5, stroke_dasharray="6 4")
         _el(svg, "text", f"SLO p99 {slo:g} ms", x=left + 6, y=y - 6, text_anchor="start",
             fill=FAIL, font_weight="bold")
+    if rates:
+        _throughput_series(svg, usable, x_of, rates, capacity_rps, capacity_label,
+                           (left, right, bottom, top))
     if knee_x is not None and knee_x > 0:
         x = x_of(knee_x)
         _el(svg, "line", class_="knee", x1=x, x2=x, y1=top, y2=bottom, stroke=INK,
             stroke_dasharray="2 3")
         anchor = "end" if x > (left + right) / 2 else "start"
-        _el(svg, "text", f"knee: {knee_x:g}", x=x - 6 if anchor == "end" else x + 6,
-            y=top + 10, text_anchor=anchor, fill=INK, font_weight="bold")
+        _el(svg, "text", knee_label or f"knee: {knee_x:g}", class_="knee-label",
+            x=x - 6 if anchor == "end" else x + 6, y=top + 10, text_anchor=anchor, fill=INK,
+            font_weight="bold")
     _el(svg, "polyline", fill="none", stroke=BAR, stroke_width=1.5,
         points=" ".join(f"{_num(x_of(point.x))},{_num(y_of(point.y))}" for point in usable))
     for point in usable:
@@ -217,6 +226,38 @@ def knee_chart(points: Sequence[ChartPoint], *, slo: float | None, knee_x: float
     _el(svg, "text", "p99 latency (ms)", x=14, y=(top + bottom) / 2, text_anchor="middle",
         fill=MUTED, transform=f"rotate(-90 14 {_num((top + bottom) / 2)})")
     return svg
+
+
+def _throughput_series(svg: ET.Element, usable: Sequence[ChartPoint],
+                       x_of: Callable[[float], float], rates: list[float],
+                       capacity_rps: float | None, capacity_label: str,
+                       box: tuple[float, float, float, float]) -> None:
+    """Throughput squares on a right-hand axis, and the capacity rate as a line on it."""
+    left, right, bottom, top = box
+    levels = ticks(max(rates + ([capacity_rps] if capacity_rps else [])) * 1.05, 5)
+    y_of = Scale(0, levels[-1], bottom, top)
+    for level in levels:
+        _el(svg, "text", _tick_text(level), x=right + 6, y=y_of(level) + 4,
+            text_anchor="start", fill=PREFERRED)
+    measured = [point for point in usable if point.throughput is not None]
+    _el(svg, "polyline", fill="none", stroke=PREFERRED, stroke_width=1.2,
+        stroke_dasharray="4 2", points=" ".join(
+            f"{_num(x_of(p.x))},{_num(y_of(p.throughput or 0.0))}" for p in measured))
+    for point in measured:
+        x, y = x_of(point.x), y_of(point.throughput or 0.0)
+        square = _el(svg, "rect", class_="throughput", x=x - 3.5, y=y - 3.5, width=7,
+                     height=7, fill=PREFERRED)
+        _el(square, "title", f"concurrency {point.x:g}: {point.throughput:,.0f}/s")
+    if capacity_rps is not None and capacity_rps > 0:
+        y = y_of(capacity_rps)
+        _el(svg, "line", class_="capacity", x1=left, x2=right, y1=y, y2=y, stroke=PREFERRED,
+            stroke_width=1.5, stroke_dasharray="8 3")
+        _el(svg, "text", capacity_label or f"capacity {capacity_rps:,.0f}/s",
+            class_="capacity-label", x=right - 6, y=y - 6, text_anchor="end", fill=PREFERRED,
+            font_weight="bold")
+    _el(svg, "text", "throughput (/s)", x=right + 50, y=(top + bottom) / 2,
+        text_anchor="middle", fill=PREFERRED,
+        transform=f"rotate(90 {_num(right + 50)} {_num((top + bottom) / 2)})")
 
 
 def to_svg(chart: ET.Element) -> str:

@@ -312,6 +312,19 @@ class BurstSpec(StrictModel):
         "How long the base rate runs before the burst (and at least as long after it)."))
 
 
+class CapacitySpec(StrictModel):
+    enabled: bool = Field(default=True, description=(
+        "After the closed-loop ramp, search the highest open-loop arrival rate that meets "
+        "slo.p99 and slo.error_rate without a growing backlog (capacity_rps)."))
+    budget: DurationField = Field(default=Duration(10_000_000_000, "10s"), description=(
+        "Measuring time the rate search may spend; it stops before a step that would not "
+        "fit, and reports a lower bound when it found no failing rate by then."))
+    step: DurationField = Field(default=Duration(1_000_000_000, "1s"), description=(
+        "Length of each rate step (longer where the rate is too low for 100 samples)."))
+    resolution: PercentageField = Field(default=Percentage(0.05, "5%"), description=(
+        "Stop bisecting once the failing rate is within this much of the passing one."))
+
+
 class SaturationStage(StrictModel):
     enabled: bool = Field(default=True, description="Run the saturation stage.")
     max_concurrency: int = Field(default=64, ge=1, le=4096, description=(
@@ -320,6 +333,8 @@ class SaturationStage(StrictModel):
         "Length of each probe window."))
     burst: BurstSpec | None = Field(default=None, description=(
         "A low -> high -> low rate test; reports p99 during the burst and the drain time."))
+    capacity: CapacitySpec = Field(default_factory=CapacitySpec, description=(
+        "The sustainable arrival rate at the SLO, bisected in open loop."))
 
 
 class RegressionStage(StrictModel):

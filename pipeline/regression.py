@@ -88,13 +88,24 @@ def baseline_value(baseline: dict[str, Any], watched: str) -> tuple[float | None
     return None, watched
 
 
+def capacity_for_knee(watched: list[str], record: dict[str, Any],
+                      baseline: dict[str, Any]) -> list[str]:
+    """Watch the sustainable rate instead of the closed-loop knee when both runs have it."""
+    knee, capacity = "saturation.knee_throughput_rps", "saturation.capacity_rps"
+    if knee not in watched or not all("capacity_rps" in metrics(body, "saturation")
+                                      for body in (record, baseline)):
+        return list(watched)
+    return list(dict.fromkeys(capacity if name == knee else name for name in watched))
+
+
 def regression_gates(record: dict[str, Any], baseline: dict[str, Any],
                      settings: RegressionStage) -> tuple[list[Gate], list[Delta]]:
     """One gate per watched metric; a metric missing on either side fails with the reason."""
     deltas = compare(record, baseline, settings.tolerance.fraction)
     tolerance = settings.tolerance.fraction * 100
+    watched_metrics = capacity_for_knee(settings.metrics, record, baseline)
     gates = []
-    for watched in settings.metrics:
+    for watched in watched_metrics:
         stage, _, metric = watched.partition(".")
         name = f"regression.{watched}"
         current = metrics(record, stage).get(metric)

@@ -8,7 +8,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.report_capacity import capacity as capacity_view
 from pipeline.report_data import gate_rows
+from pipeline.report_data import knee as knee_view
 
 STATUS_STYLE = {"passed": "green", "failed": "bold red", "aborted": "yellow",
                 "skipped": "dim", "running": "cyan"}
@@ -123,6 +125,28 @@ def knee_table(record: dict[str, Any]) -> Table | None:
     return table
 
 
+def saturation_summary(record: dict[str, Any]) -> Text | None:
+    knee, capacity = knee_view(record), capacity_view(record)
+    lines = [knee.summary()] if knee is not None else []
+    if capacity is not None:
+        lines.append(("LOWER BOUND: " if capacity.lower_bound else "") + capacity.summary())
+    return Text("\n".join(lines)) if lines else None
+
+
+def capacity_table(record: dict[str, Any]) -> Table | None:
+    view = capacity_view(record)
+    if view is None or not view.steps:
+        return None
+    table = Table(title="Capacity: open-loop rate steps", title_justify="left")
+    for column in ("rate", "p99", "samples", "verdict"):
+        table.add_column(column, justify="right" if column != "verdict" else "left")
+    for step in view.steps:
+        table.add_row(f"{step.rate_rps:,.0f}/s", f"{step.p99_ms:.2f} ms", f"{step.samples:,.0f}",
+                      Text(f"{step.verdict}: {step.reason}",
+                           style="green" if step.verdict == "pass" else "red"))
+    return table
+
+
 def render_terminal(record: dict[str, Any]) -> RenderableType:
     status = record.get("status", "?")
     header = Text.assemble(
@@ -131,9 +155,10 @@ def render_terminal(record: dict[str, Any]) -> RenderableType:
         f"  environment {record.get('environment') or '-'}",
         f"  release {record.get('release_id') or '-'}")
     parts: list[RenderableType] = [header, stages_table(record), gates_table(record)]
-    for table in (measurements_table(record), knee_table(record)):
-        if table is not None:
-            parts.append(table)
+    for part in (measurements_table(record), knee_table(record), capacity_table(record),
+                  saturation_summary(record)):
+        if part is not None:
+            parts.append(part)
     server = record.get("server", {})
     if server.get("exit") and record.get("teardown_s") is not None:
         parts.append(Text(f"server shutdown (SIGTERM): {server['exit']} after "

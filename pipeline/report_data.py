@@ -309,10 +309,15 @@ class Knee:
     slo_p99_ms: float | None
     stop_reason: str
     probes: list[Probe]
+    lower_bound: bool = False
 
     def summary(self) -> str:
         if self.concurrency is None:
             head = "No load met the SLO." if self.probes else "No saturation probes recorded."
+        elif self.lower_bound:
+            return (f"No knee up to concurrency {self.concurrency:g} (cap reached): capacity ≥ "
+                    f"{format_value(self.throughput_rps, '/s')} with p99 {ms(self.p99_ms)}, "
+                    "a lower bound.")
         else:
             head = (f"Knee at concurrency {self.concurrency:g}: "
                     f"{format_value(self.throughput_rps, '/s')} with p99 {ms(self.p99_ms)}")
@@ -331,7 +336,9 @@ def knee(record: Mapping[str, Any]) -> Knee | None:
     if reason:
         reason = reason[0].upper() + reason[1:]
     return Knee(values.get("knee_concurrency"), values.get("knee_throughput_rps"),
-                values.get("knee_p99_ms"), gate_threshold(record, "latency.p99"), reason, found)
+                values.get("knee_p99_ms"), gate_threshold(record, "latency.p99"), reason, found,
+                details(record, "saturation").get("knee_bound") == "lower"
+                or reason.startswith("Reached max_concurrency"))
 
 
 @dataclass(frozen=True)

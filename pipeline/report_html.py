@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeline import charts
 from pipeline import report_data as data
+from pipeline.report_capacity import capacity as capacity_view
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
 
@@ -314,15 +315,30 @@ def _knee(parent: ET.Element, record: Mapping[str, Any]) -> None:
         section.append(charts.knee_chart([], slo=None, knee_x=None))
         return
     _el(section, "p", knee.summary())
+    capacity = capacity_view(record)
+    if capacity is not None:
+        line = _el(section, "p", cls="capacity")
+        if capacity.lower_bound:
+            _el(line, "span", "lower bound", cls="badge warn").tail = " "
+        _el(line, "span", capacity.summary())
     points = [charts.ChartPoint(
         probe.concurrency, probe.p99_ms, probe.passed,
         f"concurrency {probe.concurrency:g}: p99 {data.ms(probe.p99_ms)}, "
         f"{data.format_value(probe.throughput_rps, '/s')}, errors {probe.error_rate:.2%}, "
-        + ("SLO met" if probe.passed else "SLO missed")) for probe in knee.probes]
-    section.append(charts.knee_chart(points, slo=knee.slo_p99_ms, knee_x=knee.concurrency))
+        + ("SLO met" if probe.passed else "SLO missed"), probe.throughput_rps)
+        for probe in knee.probes]
+    knee_label = None
+    if knee.lower_bound and knee.throughput_rps is not None:
+        knee_label = f"≥ {knee.throughput_rps:,.0f}/s: cap reached, lower bound"
+    section.append(charts.knee_chart(
+        points, slo=knee.slo_p99_ms, knee_x=knee.concurrency, knee_label=knee_label,
+        capacity_rps=capacity.rate_rps if capacity else None,
+        capacity_label=capacity.headline().rstrip(".") if capacity else ""))
     legend = _el(section, "div", cls="legend")
     for colour, label in ((charts.PASS, "SLO met"), (charts.FAIL, "SLO missed"),
-                          (charts.INK, "ringed: the knee")):
+                          (charts.INK, "ringed: the knee" if not knee.lower_bound else
+                           "ringed: the cap (a lower bound, not a knee)"),
+                          (charts.PREFERRED, "squares: throughput; line: open-loop capacity")):
         item = _el(legend, "span")
         _el(item, "i", style=f"background:{colour};border-radius:50%")
         _el(item, "span", label)
@@ -337,6 +353,17 @@ def _knee(parent: ET.Element, record: Mapping[str, Any]) -> None:
                          data.ms(probe.p99_ms), f"{probe.error_rate:.2%}"):
                 _el(row, "td", text, cls="num short")
             _el(row, "td", "met" if probe.passed else "missed", cls="result")
+    if capacity is not None and capacity.steps:
+        steps = _el(section, "details")
+        _el(steps, "summary", f"{len(capacity.steps)} open-loop rate steps")
+        body = _table(steps, [("rate", "num"), ("p99", "num"), ("samples", "num"),
+                              ("verdict", "")])
+        for step in capacity.steps:
+            row = _el(body, "tr", cls="pass" if step.verdict == "pass" else "fail")
+            for text in (data.format_value(step.rate_rps, "/s"), data.ms(step.p99_ms),
+                         f"{step.samples:,.0f}"):
+                _el(row, "td", text, cls="num short")
+            _el(row, "td", f"{step.verdict}: {step.reason}", cls="result")
 
 
 def _batches(parent: ET.Element, record: Mapping[str, Any]) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipeline import report_data as data
+from pipeline.report_capacity import capacity as capacity_view
 
 STATUS_ICON = {"passed": "✅", "failed": "❌", "aborted": "⏹️", "skipped": "⏭️",
                "running": "⏳"}
@@ -117,6 +118,15 @@ def _knee(record: Mapping[str, Any]) -> list[str]:
                 [f"{probe.concurrency:g}", data.format_value(probe.throughput_rps, "/s"),
                  data.ms(probe.p99_ms), f"{probe.error_rate:.2%}",
                  "✅" if probe.passed else "❌"] for probe in knee.probes], "rrrrl")
+    capacity = capacity_view(record)
+    if capacity is not None:
+        flag = " ⚠️ lower bound" if capacity.lower_bound else ""
+        lines += [f"**Capacity (open loop):**{flag} {cell(capacity.summary())}", ""]
+        if capacity.steps:
+            lines += _table(["rate", "p99", "samples", "verdict"], [
+                [data.format_value(step.rate_rps, "/s"), data.ms(step.p99_ms),
+                 f"{step.samples:,.0f}", cell(f"{step.verdict}: {step.reason}")]
+                for step in capacity.steps], "rrrl")
     burst = data.burst(record)
     if burst is not None:
         validity = " ⚠️ invalid: the client fell behind its schedule" if burst.valid is False \

@@ -24,7 +24,7 @@ stages:
   failure: {}
   latency: {concurrency: 4, warmup: 500ms, duration: LATENCY_DURATION,
             stability: {windows: 2, max_windows: 2}}
-  saturation: {max_concurrency: 4, probe_duration: 500ms,
+  saturation: {max_concurrency: 4, probe_duration: 500ms, capacity: {budget: 2s, step: 250ms},
                burst: {rate: 100/s, duration: 500ms, settle: 250ms}}
 """
 

@@ -52,5 +52,64 @@ def test_cap_is_respected_and_not_exceeded() -> None:
 
     search = find_knee(linear, max_concurrency=24)
     assert [p.concurrency for p in search.probes] == [1, 2, 4, 8, 16, 24]
-    assert search.knee is not None and search.knee.concurrency == 24
-    assert "max_concurrency 24" in search.stop_reason
+    # Passing at the cap with throughput still growing is a lower bound, never a knee.
+    assert search.knee is None and search.bound == "lower"
+    assert search.best is not None and search.best.concurrency == 24
+    assert "capacity ≥ 2400/s (cap reached)" in search.stop_reason
+
+
+def scripted(points: dict[int, tuple[float, float]], slo_ms: float):  # type: ignore[no-untyped-def]
+    """Probe outcomes from a table: concurrency -> (throughput, p99)."""
+    def probe(concurrency: int) -> ProbeOutcome:
+        throughput, p99 = points[concurrency]
+        return ProbeOutcome(concurrency, throughput, p99, 0.0, p99 <= slo_ms)
+
+    return probe
+
+
+def test_a_throughput_drop_after_the_peak_keeps_the_peak_as_the_knee() -> None:
+    # As measured on the example's ONNX model: c=32 did less, at twice the p99.
+    probe = scripted({1: (3000.0, 0.5), 2: (6000.0, 0.6), 4: (11000.0, 0.8),
+                      8: (18000.0, 1.0), 16: (21666.0, 1.31), 32: (19276.0, 3.08)}, 50.0)
+    search = find_knee(probe, max_concurrency=64)
+    assert "stopped growing at concurrency 32" in search.stop_reason
+    assert search.knee is not None and search.knee.concurrency == 16
+    assert search.knee.throughput_rps == 21666.0 and search.bound == "exact"
+
+
+def test_the_knee_is_never_below_a_passing_probe() -> None:
+    # A bisection probe that passes with less throughput does not replace a better one.
+    probe = scripted({1: (100.0, 5.0), 2: (200.0, 8.0), 4: (400.0, 20.0), 8: (800.0, 45.0),
+                      16: (900.0, 80.0), 12: (780.0, 49.0), 14: (850.0, 60.0),
+                      13: (770.0, 49.5)}, 50.0)
+    search = find_knee(probe, max_concurrency=64)
+    knee = search.knee
+    assert knee is not None and knee.concurrency == 8
+    assert all(knee.throughput_rps >= p.throughput_rps for p in search.probes if p.passed)
+
+
+def test_ties_go_to_the_lower_p99() -> None:
+    probe = scripted({1: (500.0, 2.0), 2: (1000.0, 3.0), 4: (1000.0, 2.5)}, 50.0)
+    search = find_knee(probe, max_concurrency=64)
+    assert search.knee is not None and search.knee.concurrency == 4
+
+
+def test_a_first_probe_that_fails_leaves_no_knee_and_no_bound() -> None:
+    probe = scripted({1: (50.0, 80.0)}, 50.0)
+    search = find_knee(probe, max_concurrency=64)
+    assert search.best is None and search.knee is None
+    assert search.stop_reason == "SLO missed at concurrency 1"
+
+
+def test_noise_around_the_plateau_threshold() -> None:
+    # +4.9% is inside the 5% plateau: the ramp stops, and the slightly higher probe wins.
+    probe = scripted({1: (1000.0, 1.0), 2: (1900.0, 1.1), 4: (1993.1, 1.9)}, 50.0)
+    search = find_knee(probe, max_concurrency=64)
+    assert [p.concurrency for p in search.probes] == [1, 2, 4]
+    assert search.knee is not None and search.knee.concurrency == 4
+    # +5.1% keeps growing; a dip followed by a small recovery is judged against the best.
+    probe = scripted({1: (1000.0, 1.0), 2: (1051.0, 1.1), 4: (1200.0, 1.5),
+                      8: (1150.0, 2.0), 16: (1210.0, 3.0)}, 50.0)
+    search = find_knee(probe, max_concurrency=64)
+    assert [p.concurrency for p in search.probes] == [1, 2, 4, 8]
+    assert search.knee is not None and search.knee.concurrency == 4
