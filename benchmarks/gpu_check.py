@@ -151,9 +151,15 @@ def _detail(record: dict[str, Any], stage: str, key: str) -> Any:
 
 def check_stub(reasons: dict[str, str]) -> bool:
     """Whether the python-backend stub can load its libpython here (printed either way)."""
+    from pipeline.errors import ServerError
     from pipeline.servers.triton import TritonInstallation
 
-    installation = TritonInstallation.find()
+    try:
+        installation = TritonInstallation.find()
+    except ServerError as exc:
+        reasons["stub"] = str(exc)
+        say(str(exc))
+        return False
     library_path = installation.environment(os.environ)["LD_LIBRARY_PATH"]
     where, problem = gpu_env.libpython_problem(installation.stub, library_path)
     say(f"python-backend stub {installation.stub.parent.name}: libpython -> {where}")

@@ -56,8 +56,10 @@ def create(venv: Path, carry: Path) -> Path:
     _run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
           "--no-compile", "--no-cache-dir", "--disable-pip-version-check", "--target",
           str(target), *map(str, wheels)], "installing the carried wheels")
-    # Appended after the venv's own site-packages: the carried wheels win over the host's.
-    (target / HOST_PTH).write_text("\n".join(host_site_packages()) + "\n")
+    # Added after the venv's own site-packages, so the carried wheels win over the host's;
+    # addsitedir (not a bare path) so that the host's own .pth files are processed too.
+    lines = [f"import site; site.addsitedir({path!r})" for path in host_site_packages()]
+    (target / HOST_PTH).write_text("\n".join(lines) + "\n")
     return venv_python(venv)
 
 
