@@ -15,6 +15,7 @@ from tritonclient.grpc import service_pb2
 from tritonclient.http import InferenceServerClient, InferInput, InferRequestedOutput
 
 from pipeline.config import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ModelSpec, ProbeName
+from pipeline.errors import ServerError
 from pipeline.grpc_wire import GrpcRequest
 from pipeline.servers.base import HttpRequest
 from pipeline.tensors import NUMPY_DTYPES, WIRE_DTYPES, Array, Batch
@@ -49,12 +50,17 @@ def grpc_infer(target: str, model: str, batch: Batch, dtypes: Mapping[str, str],
 
 
 def decode_outputs(body: bytes, headers: Mapping[str, str]) -> dict[str, Array]:
-    header_length = headers.get("inference-header-content-length")
-    result = InferenceServerClient.parse_response_body(
-        body, header_length=int(header_length) if header_length else None)
-    response: dict[str, Any] = result.get_response()
-    return {out["name"]: np.asarray(result.as_numpy(out["name"]))
-            for out in response.get("outputs", [])}
+    """The answer's output tensors; a malformed answer is the server's failure, one line."""
+    try:
+        header_length = headers.get("inference-header-content-length")
+        result = InferenceServerClient.parse_response_body(
+            body, header_length=int(header_length) if header_length else None)
+        response: dict[str, Any] = result.get_response()
+        return {out["name"]: np.asarray(result.as_numpy(out["name"]))
+                for out in response.get("outputs", [])}
+    except Exception as exc:  # any bytes can arrive here: whatever fails, the answer is bad
+        raise ServerError(f"the server's answer could not be decoded: "
+                          f"{type(exc).__name__}: {exc}") from None
 
 
 def _json_inputs(model: ModelSpec, count: int, *, shape_delta: int = 0,

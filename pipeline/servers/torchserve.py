@@ -315,6 +315,13 @@ class TorchServeEndpoint(EndpointLifecycle):
                            {"Content-Type": "application/octet-stream", **self._auth("inference")})
 
     def decode_outputs(self, response: http.Response) -> dict[str, Array]:
+        try:
+            return self._decoded(response)
+        except Exception as exc:  # any bytes can arrive here: whatever fails, the answer is bad
+            raise ServerError(f"the server's answer could not be decoded: "
+                              f"{type(exc).__name__}: {exc}") from None
+
+    def _decoded(self, response: http.Response) -> dict[str, Array]:
         content_type = response.headers.get("content-type", "")
         names = [t.name for t in self.spec.model.outputs]
         if "json" in content_type:
