@@ -22,7 +22,15 @@ from pydantic_core import PydanticCustomError
 
 from pipeline.errors import SpecError, SpecIssue
 from pipeline.spec_errors import issues_from_validation
-from pipeline.units import Duration, DurationField, Percentage, PercentageField, RateField
+from pipeline.units import (
+    ByteSize,
+    Duration,
+    DurationField,
+    Percentage,
+    PercentageField,
+    RateField,
+    SizeField,
+)
 from pipeline.yamlpos import KeyPath, Mark, PositionedDocument, format_path, load_document
 
 Dtype = Literal["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
@@ -275,6 +283,10 @@ class LatencyStage(StrictModel):
         "Triton: the load can go over gRPC too; TorchServe: http."))
     stability: StabilitySpec = Field(default_factory=StabilitySpec, description=(
         "Windows repeat until throughput and p99 settle (or the cap)."))
+    max_memory_growth: SizeField | None = Field(
+        default=ByteSize(64 * 2**20, "64MiB"), description=(
+            "Gate: how much the server's process-tree RSS may grow from "
+            "right after the warm-up to the end of the windows; null turns the gate off."))
 
 
 class BurstSpec(StrictModel):

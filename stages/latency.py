@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline import memory_growth
 from pipeline.context import RunContext
 from pipeline.load import LoadResult
 from pipeline.measure import closed_window, load_target, server_memory
@@ -29,6 +30,7 @@ def run(ctx: RunContext) -> StageResult:
     target = load_target(ctx, server)
     closed_window(ctx, server, target, NAME, stage.concurrency, stage.warmup.seconds,
                   f"warm-up at concurrency {stage.concurrency}")
+    memory_before = memory_growth.baseline(server)
     stability = stage.stability
     window_s = stage.duration.seconds / stability.windows
     snapshots: list[ServerStats] = [server.stats()]
@@ -67,6 +69,11 @@ def run(ctx: RunContext) -> StageResult:
     # The latency budget against reality: the queue time the server observed.
     gates.append(Gate.at_most("latency.server_queue", metrics["server_queue_us"] / 1e3,
                               budget_ms, "ms"))
+    if stage.max_memory_growth is not None and memory_before:
+        sent = sum(w.completed + w.error_count for w in outcome.windows)
+        grown = memory_growth.growth(memory_before, memory, sent)
+        metrics.update(grown.metrics() if grown else {})
+        gates.append(memory_growth.gate(grown, stage.max_memory_growth))
     batches = server_view.batch_executions
     preferred = spec.server.batching.preferred_batch_sizes
     reached = {str(size): batches.get(size, 0) > 0 for size in preferred}
