@@ -182,11 +182,12 @@ def gate_verdict(project: Path, args: list[str], gate: str, outcome: str = "fail
         return GateVerdict("wrong_reason", f"no run record; exit {result.returncode}: "
                            f"{result.stderr.strip()[-300:]}")
     failed = failed_gates(record)
-    why = (f"exit {result.returncode}; failed gates {failed}; "
+    found = [g for stage in record["stages"] for g in stage["gates"] if g["name"] == gate]
+    seen = "; ".join(f"{gate} observed {g['observed']} vs {g['threshold']}" for g in found)
+    why = (f"exit {result.returncode}; failed gates {failed}; {seen or gate + ' not evaluated'}; "
            f"{stage_messages(record)}; {result.stderr.strip()[-300:]}")
     if result.returncode == 0:
         return GateVerdict("not_refused", why)
-    found = [g for stage in record["stages"] for g in stage["gates"] if g["name"] == gate]
     if result.returncode == 1 and any(gate_outcome(g) == outcome for g in found):
         return GateVerdict("refused", why)
     return GateVerdict("wrong_reason", why)
