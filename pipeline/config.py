@@ -279,14 +279,14 @@ class LatencyStage(StrictModel):
     batch_size: int = Field(default=1, ge=1, description="Items per request.")
     request_timeout: DurationField = Field(default=Duration(10_000_000_000, "10s"),
                                            description="Client timeout of every request.")
-    protocol: Literal["http", "grpc"] = Field(default="http", description=(
-        "Triton: the load can go over gRPC too; TorchServe: http."))
-    stability: StabilitySpec = Field(default_factory=StabilitySpec, description=(
-        "Windows repeat until throughput and p99 settle (or the cap)."))
     max_memory_growth: SizeField | None = Field(
         default=ByteSize(64 * 2**20, "64MiB"), description=(
             "Gate: how much the server's process-tree RSS may grow from "
             "right after the warm-up to the end of the windows; null turns the gate off."))
+    protocol: Literal["http", "grpc"] = Field(default="http", description=(
+        "Triton: the load can go over gRPC too; TorchServe: http."))
+    stability: StabilitySpec = Field(default_factory=StabilitySpec, description=(
+        "Windows repeat until throughput and p99 settle (or the cap)."))
 
 
 class BurstSpec(StrictModel):

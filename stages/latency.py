@@ -69,14 +69,14 @@ def run(ctx: RunContext) -> StageResult:
     # The latency budget against reality: the queue time the server observed.
     gates.append(Gate.at_most("latency.server_queue", metrics["server_queue_us"] / 1e3,
                               budget_ms, "ms"))
+    batches = server_view.batch_executions
+    preferred = spec.server.batching.preferred_batch_sizes
+    reached = {str(size): batches.get(size, 0) > 0 for size in preferred}
     if stage.max_memory_growth is not None and memory_before:
         sent = sum(w.completed + w.error_count for w in outcome.windows)
         grown = memory_growth.growth(memory_before, memory, sent)
         metrics.update(grown.metrics() if grown else {})
         gates.append(memory_growth.gate(grown, stage.max_memory_growth))
-    batches = server_view.batch_executions
-    preferred = spec.server.batching.preferred_batch_sizes
-    reached = {str(size): batches.get(size, 0) > 0 for size in preferred}
     details: dict[str, Any] = {
         "errors_by_kind": dict(measured.errors),
         "thin_percentiles": measured.thin_percentiles(),
