@@ -66,8 +66,8 @@ BEHAVIOURS = {
     # 1 MiB kept per execution; 5 ms per execution caps the leak near 200 MiB/s.
     "leak": ("        self.hoard.append(b'\\x01' * 2**20)\n"
              "        time.sleep(0.005)"),
-    # Alternating 0.75 s phases: fast, then 30 ms per execution.
-    "phases": ("        if int(time.monotonic() / 0.75) % 2:\n"
+    # Alternating 1.5 s phases: fast, then 30 ms per execution.
+    "phases": ("        if int(time.monotonic() / 1.5) % 2:\n"
                "            time.sleep(0.03)"),
     "padded": "",
 }

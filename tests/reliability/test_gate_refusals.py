@@ -66,12 +66,13 @@ def test_a_bad_model_is_refused_by_its_gate(tmp_path: Path, matrix: Matrix, case
 
 
 def test_an_unstable_measurement_is_inconclusive(tmp_path: Path, matrix: Matrix) -> None:
-    """Latency alternates between fast and slow phases (0.75 s each) with the p99 threshold
-    between them: windows disagree, so the p99 gate cannot be decided and the stage fails."""
+    """Latency alternates between fast and slow phases (1.5 s each) with the p99 threshold
+    between them. Windows of 0.25 s, at least a full cycle of them before any verdict: some
+    windows are fast, some slow, so the p99 gate cannot be decided and the stage fails."""
     project = make_project(tmp_path / "unstable", behaviour="phases", slo=TIGHT_SLO,
                            saturation=False,
-                           latency="{concurrency: 4, warmup: 500ms, duration: 3s, "
-                                   "stability: {windows: 4, max_windows: 6}}")
+                           latency="{concurrency: 4, warmup: 500ms, duration: 4s, "
+                                   "stability: {windows: 12, max_windows: 16}}")
     judged(matrix, "unstable_measurement",
            gate_verdict(project, MEASURE, "latency.p99", "inconclusive"))
 
