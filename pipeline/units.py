@@ -23,6 +23,9 @@ _PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 DURATION_PATTERN = r"^\s*\d+(\.\d+)?\s*(ns|us|µs|ms|s|min|m)\s*$"
 RATE_PATTERN = r"^\s*\d+(\.\d+)?\s*/\s*(s|sec|min)\s*$"
 PERCENT_PATTERN = r"^\s*\d+(\.\d+)?\s*%\s*$"
+_BYTES_PER_UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB)\s*$")
+SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*(B|KiB|MiB|GiB)\s*$"
 
 
 @dataclass(frozen=True, order=True)
@@ -181,4 +184,46 @@ PercentageField = Annotated[
     PlainSerializer(str, return_type=str),
     WithJsonSchema({"type": "string", "pattern": PERCENT_PATTERN,
                     "description": "A percentage with its sign (e.g. 0.1%)."}),
+]
+
+
+@dataclass(frozen=True)
+class ByteSize:
+    """An amount of memory in bytes, with the text the user wrote."""
+
+    bytes: int
+    text: str = ""
+
+    @property
+    def mib(self) -> float:
+        return self.bytes / 2**20
+
+    def __str__(self) -> str:
+        return self.text or f"{self.mib:g}MiB"
+
+
+def parse_size(value: Any) -> ByteSize:
+    if isinstance(value, ByteSize):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise _bare_number_error("size", value, "64MiB",
+                                 "write the unit (B, KiB, MiB or GiB): 64 could be bytes or MiB")
+    match = _SIZE_RE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise PydanticCustomError(
+            "size", "expected a size such as 512KiB, 64MiB or 1GiB, got {value!r}",
+            {"value": value})
+    number, unit = match.groups()
+    size = Decimal(number) * _BYTES_PER_UNIT[unit]
+    if size != size.to_integral_value():
+        raise PydanticCustomError("size", "{value!r} is finer than a byte", {"value": value})
+    return ByteSize(int(size), str(value).strip())
+
+
+SizeField = Annotated[
+    ByteSize,
+    BeforeValidator(parse_size),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "pattern": SIZE_PATTERN,
+                    "description": "A size with a binary unit: B, KiB, MiB, GiB (e.g. 64MiB)."}),
 ]

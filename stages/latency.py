@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pipeline import memory_growth
 from pipeline.context import RunContext
 from pipeline.latency_gates import (
     interval_metrics,
@@ -40,6 +41,7 @@ def run(ctx: RunContext) -> StageResult:
     target = load_target(ctx, server)
     closed_window(ctx, server, target, NAME, stage.concurrency, stage.warmup.seconds,
                   f"warm-up at concurrency {stage.concurrency}")
+    memory_before = memory_growth.baseline(server)
     stability = stage.stability
     cap = max(stability.max_windows, stability.windows)
     window_s = stage.duration.seconds / cap
@@ -76,6 +78,11 @@ def run(ctx: RunContext) -> StageResult:
     batches = server_view.batch_executions
     preferred = spec.server.batching.preferred_batch_sizes
     reached = {str(size): batches.get(size, 0) > 0 for size in preferred}
+    if stage.max_memory_growth is not None and memory_before:
+        sent = sum(w.completed + w.error_count for w in outcome.windows)
+        grown = memory_growth.growth(memory_before, memory, sent)
+        metrics.update(grown.metrics() if grown else {})
+        gates.append(memory_growth.gate(grown, stage.max_memory_growth))
     details: dict[str, Any] = {
         "errors_by_kind": dict(measured.errors),
         "thin_percentiles": measured.thin_percentiles(),

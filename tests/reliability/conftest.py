@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from tests.integration.conftest import S3Server, s3_env, s3_server
+from tests.reliability.refusals import matrix_of
 
 __all__ = ["KINDS", "S3Server", "Tally", "s3_env", "s3_server", "tally"]
 
@@ -63,3 +64,6 @@ def tally(request: pytest.FixtureRequest) -> Tally:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
                             config: pytest.Config) -> None:
     terminalreporter.write_line(_tally(config).line())
+    matrix = matrix_of(config)
+    if matrix.ran:
+        terminalreporter.write_line(matrix.line())
