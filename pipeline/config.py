@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -482,7 +483,9 @@ def load_spec(path: Path, environment: str | None = None) -> LoadedSpec:
         try:
             policy = EnvironmentPolicy.model_validate(policy_data)
         except ValidationError as exc:
-            issues += issues_from_validation(exc, overlay_doc, EnvironmentPolicy)
+            # The policy keys were taken out of the overlay's data: judge them where they were.
+            policy_doc = dataclasses.replace(overlay_doc, data=policy_data)
+            issues += issues_from_validation(exc, policy_doc, EnvironmentPolicy)
     if spec is not None:
         issues += semantic_issues(spec, merged, workspace)
     if issues:

@@ -105,6 +105,15 @@ def test_overlay_errors_name_the_overlay_file(project: Path) -> None:
     assert "slo.p99" in issue
 
 
+def test_an_unknown_policy_key_is_named_where_it_stands(project: Path) -> None:
+    (project / "environments" / "production.yaml").write_text(
+        "requires: [staging]\napproval: {required: true, distinct_from_creatr: true}\n")
+    [issue] = issues_of(project / "serve.yaml", "production")
+    assert "production.yaml:2:" in issue
+    assert "approval.distinct_from_creatr: unknown key 'distinct_from_creatr'" in issue
+    assert "did you mean 'distinct_from_creator'" in issue
+
+
 def test_environment_only_keys_are_refused_in_the_spec(project: Path) -> None:
     path = project / "serve.yaml"
     path.write_text(path.read_text() + "requires: [staging]\n")
