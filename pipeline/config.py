@@ -25,7 +25,6 @@ from pipeline import metric_names
 from pipeline.errors import SpecError, SpecIssue
 from pipeline.spec_errors import issues_from_validation
 from pipeline.units import (
-    ByteSize,
     Duration,
     DurationField,
     Percentage,
@@ -302,10 +301,11 @@ class LatencyStage(StrictModel):
     batch_size: int = Field(default=1, ge=1, description="Items per request.")
     request_timeout: DurationField = Field(default=Duration(10_000_000_000, "10s"),
                                            description="Client timeout of every request.")
-    max_memory_growth: SizeField | None = Field(
-        default=ByteSize(64 * 2**20, "64MiB"), description=(
-            "Gate: how much the server's process-tree RSS may grow from "
-            "right after the warm-up to the end of the windows; null turns the gate off."))
+    max_memory_growth: SizeField | Literal[False] | None = Field(
+        default=None, description=(
+            "Gate: how much the server's process-tree RSS may grow from right after the "
+            "warm-up to the end of the windows. Unset: 64MiB for Triton, 256MiB for "
+            "TorchServe (its JVM grows its heap while it warms); false turns the gate off."))
     protocol: Literal["http", "grpc"] = Field(default="http", description=(
         "Triton: the load can go over gRPC too; TorchServe: http."))
     stability: StabilitySpec = Field(default_factory=StabilitySpec, description=(

@@ -78,11 +78,12 @@ def run(ctx: RunContext) -> StageResult:
     batches = server_view.batch_executions
     preferred = spec.server.batching.preferred_batch_sizes
     reached = {str(size): batches.get(size, 0) > 0 for size in preferred}
-    if stage.max_memory_growth is not None and memory_before:
+    growth_limit = memory_growth.limit_for(stage.max_memory_growth, spec.server.kind)
+    if growth_limit is not None and memory_before:
         sent = sum(w.completed + w.error_count for w in outcome.windows)
         grown = memory_growth.growth(memory_before, memory, sent)
         metrics.update(grown.metrics() if grown else {})
-        gates.append(memory_growth.gate(grown, stage.max_memory_growth))
+        gates.append(memory_growth.gate(grown, growth_limit))
     details: dict[str, Any] = {
         "errors_by_kind": dict(measured.errors),
         "thin_percentiles": measured.thin_percentiles(),

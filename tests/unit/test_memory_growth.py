@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic_core import PydanticCustomError
 
+from pipeline import memory_growth
 from pipeline.config import load_spec
 from pipeline.errors import SpecError
 from pipeline.memory_growth import GATE, gate, growth
@@ -61,8 +62,17 @@ def test_a_bare_number_threshold_is_a_spec_error(project: Path) -> None:
 
 def test_the_default_threshold_and_turning_it_off(project: Path) -> None:
     spec = project / "serve.yaml"
-    assert load_spec(spec, None).spec.stages.latency.max_memory_growth == parse_size("64MiB")
+    configured = load_spec(spec, None).spec.stages.latency.max_memory_growth
+    assert configured is None
+    assert memory_growth.limit_for(configured, "triton") == parse_size("64MiB")
+    assert memory_growth.limit_for(configured, "torchserve") == parse_size("256MiB")
     spec.write_text(spec.read_text().replace(
         "latency: {concurrency: 8, warmup: 3s, duration: 10s}",
-        "latency: {concurrency: 8, warmup: 3s, duration: 10s, max_memory_growth: null}"))
-    assert load_spec(spec, None).spec.stages.latency.max_memory_growth is None
+        "latency: {concurrency: 8, warmup: 3s, duration: 10s, max_memory_growth: false}"))
+    configured = load_spec(spec, None).spec.stages.latency.max_memory_growth
+    assert configured is False
+    assert memory_growth.limit_for(configured, "triton") is None
+    spec.write_text(spec.read_text().replace("max_memory_growth: false",
+                                             "max_memory_growth: 8MiB"))
+    configured = load_spec(spec, None).spec.stages.latency.max_memory_growth
+    assert memory_growth.limit_for(configured, "torchserve") == parse_size("8MiB")
