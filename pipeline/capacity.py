@@ -12,7 +12,9 @@ below it (`start_fraction`), moves up or down geometrically until it has a passi
 a failing rate, then bisects until they are within the resolution or the time budget
 needs the rest for a confirmation. After a step that did not pass, the server works off
 its backlog before the next one (`settle`). The capacity is the rate that then passes a
-longer hold; a missed hold tries a rate lower by the resolution, while the budget lasts.
+longer hold; a missed hold tries a rate lower by the resolution (twice that after a
+second miss, and so on), or the highest rate a step passed below that, while the budget
+lasts.
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ class SearchSettings:
     step_s: float
     hold_s: float
     step_timeout_s: float
-    start_fraction: float = 0.6
+    start_fraction: float = 0.5
     resolution: float = 0.05
     up: float = 1.5
     down: float = 0.5
@@ -270,7 +272,7 @@ def _confirm(run: _Runner) -> str:
     best = search.best_step
     if best is None:
         return "no rate passed, so none was held"
-    rate = best.rate_rps
+    rate, misses = best.rate_rps, 0
     while not search.stuck:
         duration = settings.hold_duration(rate)
         if not run.fits(settings.longest(duration)):
@@ -279,7 +281,14 @@ def _confirm(run: _Runner) -> str:
         if outcome.passed:
             search.confirmed = outcome
             return f"confirmed by a {duration:g}s hold"
-        rate *= 1 - settings.resolution
+        # Lower by the resolution, doubling with each further miss (the short steps
+        # overestimate by more than that), or to a lower rate a step passed, if any:
+        # measured evidence with more margin than a guess.
+        misses += 1
+        lower = rate * max(0.5, 1 - settings.resolution * 2 ** (misses - 1))
+        passed_below = [step.rate_rps for step in search.steps
+                        if step.passed and not step.hold and step.rate_rps <= lower]
+        rate = max(passed_below, default=lower)
     return "not confirmed"
 
 

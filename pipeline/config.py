@@ -325,8 +325,9 @@ class CapacitySpec(StrictModel):
         "Requests of a step time out after 4 x slo.p99, and a step ends by then."))
     hold: DurationField | None = Field(default=None, description=(
         "Length of the confirmation hold at the chosen rate (default: 3 x step); a miss "
-        "holds again at a rate lower by the resolution, while the budget lasts."))
-    start: PercentageField = Field(default=Percentage(0.6, "60%"), description=(
+        "holds again at a rate lower by the resolution (doubling with each further "
+        "miss), while the budget lasts."))
+    start: PercentageField = Field(default=Percentage(0.5, "50%"), description=(
         "First rate as a share of the closed-loop knee's throughput (there the server is "
         "never idle: an open loop at 100% only builds a queue)."))
     resolution: PercentageField = Field(default=Percentage(0.05, "5%"), description=(

@@ -29,7 +29,7 @@ from .conftest import cli, fast_spec, latest_record
 pytestmark = pytest.mark.integration
 
 SATURATION = ("  saturation: {max_concurrency: 4, probe_duration: 500ms,\n"
-              "               capacity: {budget: 12s, step: 1s}}\n")
+              "               capacity: {budget: 16s, step: 1s}}\n")
 
 
 # About 3 ms of single-threaded compute per item: batching does not make it cheaper.
@@ -107,6 +107,11 @@ def test_knee_and_capacity_hold_when_re_measured(project: Path, model: str) -> N
 
     low, high = details["capacity_interval_rps"]
     assert low == metrics["capacity_rps"]
+    steps = details["capacity_steps"]
+    # Below the knee's throughput first (there an open loop only builds a queue); the
+    # capacity is the rate that passed the confirmation hold.
+    assert steps[0]["rate_rps"] < metrics["knee_throughput_rps"]
+    assert any(s["hold"] and s["passed"] and s["rate_rps"] == low for s in steps), steps
     if model == "slow" or details["capacity_bound"] == "exact":
         assert details["capacity_bound"] == "exact", details["capacity_steps"]
         assert high is not None and low < high

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -88,10 +89,10 @@ def test_starts_below_the_knee_and_bisects_to_a_confirmed_capacity() -> None:
     clock, calls = FakeClock(), []
     search = find_capacity(queue(1000.0, clock, calls), settler(clock), 1600.0, settings(),
                            clock)
-    # 60% of the knee's throughput first: there the server is never idle, so an open loop
+    # Half the knee's throughput first: there the server is never idle, so an open loop
     # at the knee itself only builds a queue.
-    assert calls[0] == pytest.approx(960.0) and calls[1] == pytest.approx(1440.0)
-    assert search.start_rps == pytest.approx(960.0) and search.bound == "exact"
+    assert calls[0] == pytest.approx(800.0) and calls[1] == pytest.approx(1200.0)
+    assert search.start_rps == pytest.approx(800.0) and search.bound == "exact"
     assert search.best is search.confirmed and search.confirmed is not None
     assert search.confirmed.hold and search.confirmed.duration_s == 3.0
     low, high = search.interval_rps or (0.0, None)
@@ -103,7 +104,7 @@ def test_starts_below_the_knee_and_bisects_to_a_confirmed_capacity() -> None:
 
 def test_climbs_from_a_passing_start() -> None:
     clock, calls = FakeClock(), []
-    search = find_capacity(queue(5000.0, clock, calls), settler(clock), 1000.0 / 0.6,
+    search = find_capacity(queue(5000.0, clock, calls), settler(clock), 1000.0 / 0.5,
                            settings(), clock)
     assert [round(rate) for rate in calls[:4]] == [1000, 1500, 2250, 3375]
     assert search.bound == "exact"
@@ -130,28 +131,41 @@ def test_the_server_drains_after_each_failing_step_on_the_budget() -> None:
 def test_a_server_that_does_not_drain_stops_the_search() -> None:
     clock, calls = FakeClock(), []
     search = find_capacity(queue(1000.0, clock, calls), settler(clock, 10.0, drains=False),
-                           2000.0, settings(), clock)
+                           2400.0, settings(), clock)
     assert calls == [1200.0] and search.stuck
     assert search.bound == "none"  # the one rate tried missed: a real failure
     assert "still had a backlog" in search.stop_reason
 
 
 def test_a_missed_hold_drops_the_rate_by_the_resolution() -> None:
-    # The 1 s steps bracket ~1000/s, but held for 3 s the server only keeps up with 950/s.
+    # The 1 s steps bracket ~1040/s, but held for 3 s the server keeps up with 900/s only.
     clock, calls = FakeClock(), []
-    search = find_capacity(queue(1000.0, clock, calls, hold_capacity_rps=950.0),
-                           settler(clock), 1600.0, settings(), clock)
+    search = find_capacity(queue(1040.0, clock, calls, hold_capacity_rps=900.0),
+                           settler(clock), 2000.0, settings(budget_s=20), clock)
     holds = [step for step in search.steps if step.hold]
-    assert len(holds) >= 2 and not holds[0].passed and holds[-1].passed
-    assert holds[1].rate_rps == pytest.approx(holds[0].rate_rps * 0.95)
-    assert search.confirmed is holds[-1] and search.confirmed.rate_rps <= 950.0
+    rates = [step.rate_rps for step in holds]
+    # Down by the resolution, then twice that: no step passed that low.
+    assert [round(b / a, 3) for a, b in itertools.pairwise(rates)] == [0.95, 0.9]
+    assert [step.passed for step in holds] == [False, False, True]
+    assert search.confirmed is holds[-1] and search.confirmed.rate_rps <= 900.0
     low, high = search.interval_rps or (0.0, None)
     assert low == search.confirmed.rate_rps and high == holds[-2].rate_rps
 
 
+def test_a_missed_hold_falls_back_to_a_lower_rate_a_step_passed() -> None:
+    clock, calls = FakeClock(), []
+    search = find_capacity(queue(1000.0, clock, calls, hold_capacity_rps=850.0),
+                           settler(clock), 1600.0, settings(), clock)
+    holds = [step for step in search.steps if step.hold]
+    assert len(holds) == 2 and not holds[0].passed and holds[1].passed
+    passed_steps = [s.rate_rps for s in search.steps if s.passed and not s.hold]
+    assert holds[1].rate_rps == max(r for r in passed_steps if r <= holds[0].rate_rps * 0.95)
+    assert search.confirmed is holds[1]
+
+
 def test_a_rate_that_always_passes_is_a_lower_bound() -> None:
     clock, calls = FakeClock(), []
-    search = find_capacity(queue(1e12, clock, calls), settler(clock), 1000.0 / 0.6,
+    search = find_capacity(queue(1e12, clock, calls), settler(clock), 1000.0 / 0.5,
                            settings(budget_s=7.0), clock)
     assert search.bound == "lower" and search.confirmed is not None
     assert search.interval_rps == (search.confirmed.rate_rps, None)
@@ -189,10 +203,10 @@ def test_missing_the_slo_at_every_rate_tried_fails_the_gate() -> None:
         return judge(measured(rate, p99=80.0), LIMITS)
 
     search = find_capacity(slow, settler(clock), 1000.0, settings(budget_s=9), clock)
-    assert [round(s.rate_rps) for s in search.steps] == [600, 300, 150, 75]
+    assert [round(s.rate_rps) for s in search.steps] == [500, 250, 125]
     assert search.bound == "none" and search.interval_rps is None
     gate = _capacity_gate(search, slo)
-    assert gate is not None and gate.outcome == "failed" and gate.observed == "< 75/s"
+    assert gate is not None and gate.outcome == "failed" and gate.observed == "< 125/s"
     # A confirmed capacity is gated on its value, and fails under the minimum.
     clock.now = 0.0
     low = find_capacity(queue(90.0, clock, []), settler(clock), 150.0, settings(), clock)
@@ -209,14 +223,14 @@ def test_a_client_bound_step_is_not_judged_and_stops_the_search() -> None:
         late = rate > 1200
         return judge(measured(rate, p99=80.0 if late else 5.0, client_bound=late), LIMITS)
 
-    search = find_capacity(step, settler(clock), 1000.0 / 0.6, settings(), clock)
+    search = find_capacity(step, settler(clock), 1000.0 / 0.5, settings(), clock)
     assert [s.verdict for s in search.steps] == ["pass", "client_bound", "pass"]
     assert search.steps[-1].hold and search.bound == "lower"
     assert search.best is not None and search.best.rate_rps == pytest.approx(1000.0)
     assert "could not be judged" in search.stop_reason
     # With nothing judged yet, it goes down to a rate the client can keep.
     clock.now = 0.0
-    search = find_capacity(step, settler(clock), 2000.0 / 0.6, settings(budget_s=9), clock)
+    search = find_capacity(step, settler(clock), 2000.0 / 0.5, settings(budget_s=9), clock)
     assert [s.verdict for s in search.steps][:2] == ["client_bound", "pass"]
     assert search.best is not None and search.best.rate_rps == pytest.approx(1000.0)
 
