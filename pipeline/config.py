@@ -316,7 +316,7 @@ class CapacitySpec(StrictModel):
     enabled: bool = Field(default=True, description=(
         "After the closed-loop ramp, search the highest open-loop arrival rate that meets "
         "slo.p99 and slo.error_rate without a growing backlog (capacity_rps)."))
-    budget: DurationField = Field(default=Duration(10_000_000_000, "10s"), description=(
+    budget: DurationField = Field(default=Duration(12_000_000_000, "12s"), description=(
         "Time the rate search may spend, steps, holds and waits for a backlog to drain "
         "included; it starts no step or hold that could overrun it. No rate confirmed "
         "by then: the capacity is unknown (the capacity gate is inconclusive)."))
