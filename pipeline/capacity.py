@@ -253,8 +253,8 @@ def _bracket(run: _Runner) -> None:
         bracketed = best is not None and search.lowest_failure_above(best.rate_rps) is not None
         holds = 2 if bracketed else 1
         if not run.fits(settings.longest(settings.step_duration(rate)) + holds * hold):
-            search.stop_reason = (f"time budget {settings.budget_s:g}s kept for the "
-                                  f"confirmation (next step {rate:.0f}/s)")
+            search.stop_reason = (f"the rest of the {settings.budget_s:g}s budget kept for "
+                                  f"the confirmation (next step {rate:.0f}/s)")
             return
         outcome = run.measure(rate, settings.step_duration(rate), hold=False)
         if outcome.verdict != "client_bound":
