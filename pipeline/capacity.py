@@ -117,7 +117,7 @@ def judge(step: StepMeasurement, limits: Limits) -> StepOutcome:
         else:
             verdict, reason = "client_bound", f"{reason}, but {lag}: not judged"
     if step.unanswered:
-        reason += f"; {step.unanswered} unanswered at the step's end"
+        reason += f"; {step.unanswered} unanswered or not sent at the step's end"
     return StepOutcome(step.rate_rps, step.duration_s, step.p99_ms, step.error_rate,
                        step.samples, step.drain_s, growth, step.lag_p99_ms, verdict, reason,
                        step.unanswered, step.lingered_s)

@@ -273,6 +273,9 @@ class HardEnd:
 
     after_s: float
     linger_s: float
+    # More errors than this and the window has failed whatever comes: it stops sending
+    # (the rest count as "unsent"), so that an overload lasts no longer than it must.
+    max_errors: int | None = None
 
 
 async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
@@ -296,6 +299,7 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
     detached: set[asyncio.Task[None]] = set()
     wire_timeout_s = timeout_s + hard_end.linger_s if hard_end else timeout_s
     lingered_s = 0.0
+    errors = 0
     transport = transport_for(target)
 
     def record(bucket: LoadResult, error: str | None, since_intended: float,
@@ -306,6 +310,8 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
             bucket.completed += 1
             from_send.completed += 1
             return
+        nonlocal errors
+        errors += 1
         bucket.histogram.record_value(failed_latency_us(since_intended, timeout_s))
         from_send.histogram.record_value(failed_latency_us(since_sent, timeout_s))
         bucket.errors[error] += 1
@@ -342,8 +348,10 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
 
         async def dispatch() -> None:
             end = start + hard_end.after_s if hard_end else None
+            most = hard_end.max_errors if hard_end and hard_end.max_errors is not None else None
             for index, (offset, phase_name) in enumerate(plan):
-                if end is not None and time.perf_counter() >= end:
+                if (end is not None and time.perf_counter() >= end) or \
+                        (most is not None and errors > most):
                     for _, unsent_phase in plan[index:]:
                         record(results[unsent_phase], "unsent", 0.0, 0.0)
                     break
@@ -355,8 +363,7 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
                 lag.record_value(max(1, int((sent - intended) * 1e6)))
                 bucket = results[phase_name]
                 if len(in_flight) >= max_in_flight:
-                    bucket.histogram.record_value(failed_latency_us(0.0, timeout_s))
-                    bucket.errors["client_overload"] += 1
+                    record(bucket, "client_overload", 0.0, 0.0)
                     continue
                 task = asyncio.create_task(one(intended, sent, bucket, phase_name == "burst"))
                 in_flight[task] = (bucket, phase_name == "burst")

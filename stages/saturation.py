@@ -123,8 +123,9 @@ def _capacity(ctx: RunContext, server: ModelServer, target: Target, stage: Satur
         halves = [Phase("first", rate, duration_s / 2), Phase("burst", rate, duration_s / 2)]
         outcome = open_window(ctx, server, target, NAME, halves,
                               f"capacity step at {rate:.0f}/s", "constant",
-                              timeout_s=timeout_s,
-                              hard_end=HardEnd(duration_s + timeout_s, request_timeout_s),
+                              timeout_s=timeout_s, hard_end=HardEnd(
+                                  duration_s + timeout_s, min(duration_s, request_timeout_s),
+                                  math.floor(slo.error_rate.fraction * rate * duration_s)),
                               max_in_flight=step_in_flight(rate, slo.p99.seconds))
         first, second = outcome.phases["first"], outcome.phases["burst"]
         whole = LoadResult(0.0)

@@ -356,3 +356,12 @@ def test_draining_waits_for_one_prompt_answer(delayed: str) -> None:
     assert drained.drained and drained.requests == 1
     stuck = asyncio.run(until_prompt(_request(delayed, 300), 0.05, 0.5))
     assert not stuck.drained and 0.5 <= stuck.seconds < 0.9
+
+
+def test_a_step_that_has_failed_stops_sending(delayed: str) -> None:
+    # Past its error budget a step has failed whatever comes: the rest are not sent, so
+    # that an overload lasts no longer than it must.
+    outcome = asyncio.run(open_loop(_request(delayed, 300), [Phase("steady", 50.0, 1.0)], 0.1,
+                                    hard_end=HardEnd(1.1, 1.0, max_errors=2)))
+    errors = outcome.phases["steady"].errors
+    assert errors["unsent"] > 20 and sum(errors.values()) == 50
