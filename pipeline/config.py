@@ -329,13 +329,36 @@ class CapacitySpec(StrictModel):
     enabled: bool = Field(default=True, description=(
         "After the closed-loop ramp, search the highest open-loop arrival rate that meets "
         "slo.p99 and slo.error_rate without a growing backlog (capacity_rps)."))
-    budget: DurationField = Field(default=Duration(10_000_000_000, "10s"), description=(
-        "Measuring time the rate search may spend; it stops before a step that would not "
-        "fit, and reports a lower bound when it found no failing rate by then."))
+    budget: DurationField = Field(default=Duration(12_000_000_000, "12s"), description=(
+        "Time the rate search may spend, steps, holds and waits for a backlog to drain "
+        "included; it starts no step or hold that could overrun it. No rate confirmed "
+        "by then: the capacity is unknown (the capacity gate is inconclusive)."))
     step: DurationField = Field(default=Duration(1_000_000_000, "1s"), description=(
-        "Length of each rate step (longer where the rate is too low for 100 samples)."))
+        "Length of each rate step (longer where the rate is too low for 100 samples). "
+        "Requests of a step time out after 4 x slo.p99, and a step ends by then."))
+    hold: DurationField | None = Field(default=None, description=(
+        "Length of the confirmation hold at the chosen rate (default: 3 x step); a miss "
+        "holds again at a rate lower by the resolution (doubling with each further "
+        "miss), while the budget lasts."))
+    start: PercentageField = Field(default=Percentage(0.5, "50%"), description=(
+        "First rate as a share of the closed-loop knee's throughput (there the server is "
+        "never idle: an open loop at 100% only builds a queue)."))
     resolution: PercentageField = Field(default=Percentage(0.05, "5%"), description=(
         "Stop bisecting once the failing rate is within this much of the passing one."))
+    accept_inconclusive: bool = Field(default=False, description=(
+        "Let an inconclusive saturation.capacity_rps gate (no rate confirmed within the "
+        "budget) pass the stage, still reported as inconclusive. Off: it blocks promotion."))
+
+    @field_validator("start")
+    @classmethod
+    def _sensible_start(cls, value: Percentage) -> Percentage:
+        if not 0.05 <= value.fraction <= 1.0:
+            raise PydanticCustomError("start", "start must be in 5%..100%", {})
+        return value
+
+    @property
+    def hold_seconds(self) -> float:
+        return self.hold.seconds if self.hold is not None else 3 * self.step.seconds
 
 
 class SaturationStage(StrictModel):

@@ -10,10 +10,12 @@ synchronous client amounts to; it is kept to show the difference.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -234,6 +236,8 @@ class OpenLoopResult:
     lag_p99_us: float
     client_bound: bool
     from_send: LoadResult
+    lingered_s: float = 0.0   # waited after a hard end for unanswered requests' answers
+    unsettled: int = 0        # still unanswered after that, so cancelled
 
 
 def schedule(phases: Sequence[Phase], arrivals: str = "constant",
@@ -255,10 +259,49 @@ def schedule(phases: Sequence[Phase], arrivals: str = "constant",
     return out
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection during a window (collected before it instead).
+
+    At thousands of requests a second a full collection pauses the client for tens of
+    milliseconds; an open loop then sends the late requests in a burst, and the pause
+    shows as the server's latency. Reference counting still frees nearly everything.
+    """
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@dataclass(frozen=True)
+class HardEnd:
+    """Bounds an open-loop window in time (the capacity search's steps).
+
+    The measurement ends `after_s` from the start: requests still in flight are counted
+    as "unanswered" and scheduled ones not yet sent as "unsent", both errors censored at
+    the timeout. A request answered later than the timeout counts as a "timeout" the same
+    way, but its connection is not closed: unanswered requests keep theirs for up to
+    `linger_s` more while the server works them off (not measured), and are cancelled
+    only then. Closing connections with requests in flight opens new ones in their
+    place, and under overload Triton was seen to lose track of some of them: never
+    answered, and waited for when it stops until it is killed.
+    """
+
+    after_s: float
+    linger_s: float
+    # More errors than this and the window has failed whatever comes: it stops sending
+    # (the rest count as "unsent"), so that an overload lasts no longer than it must.
+    max_errors: int | None = None
+
+
 async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
                     max_in_flight: int = 2048, arrivals: str = "constant", seed: int = 0,
                     should_stop: Callable[[], bool] = lambda: False,
-                    tick: Tick = _no_tick) -> OpenLoopResult:
+                    tick: Tick = _no_tick, hard_end: HardEnd | None = None) -> OpenLoopResult:
     """Requests on a schedule; each latency counted from its intended start.
 
     The same requests are also recorded from their actual send time (`from_send`),
@@ -272,31 +315,68 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
     burst_end = sum(p.duration_s for p in phases[: [p.name for p in phases].index("burst") + 1]) \
         if any(p.name == "burst" for p in phases) else None
     last_burst_done = 0.0
-    in_flight: set[asyncio.Task[None]] = set()
+    in_flight: dict[asyncio.Task[None], tuple[LoadResult, bool]] = {}
+    detached: set[asyncio.Task[None]] = set()
+    wire_timeout_s = timeout_s + hard_end.linger_s if hard_end else timeout_s
+    lingered_s = 0.0
+    errors = 0
     transport = transport_for(target)
+    pause_gc = _no_cyclic_gc()
+    pause_gc.__enter__()
+
+    def record(bucket: LoadResult, error: str | None, since_intended: float,
+               since_sent: float) -> None:
+        if error is None:
+            bucket.histogram.record_value(latency_us(since_intended))
+            from_send.histogram.record_value(latency_us(since_sent))
+            bucket.completed += 1
+            from_send.completed += 1
+            return
+        nonlocal errors
+        errors += 1
+        bucket.histogram.record_value(failed_latency_us(since_intended, timeout_s))
+        from_send.histogram.record_value(failed_latency_us(since_sent, timeout_s))
+        bucket.errors[error] += 1
+        from_send.errors[error] += 1
+
     try:
         cpu_start = time.process_time()
         start = time.perf_counter()
 
         async def one(intended: float, sent: float, bucket: LoadResult, is_burst: bool) -> None:
             nonlocal last_burst_done
-            error = await transport.send(timeout_s)
+            error = await transport.send(wire_timeout_s)
             done = time.perf_counter()
-            if error is None:
-                bucket.histogram.record_value(latency_us(done - intended))
-                from_send.histogram.record_value(latency_us(done - sent))
-                bucket.completed += 1
-                from_send.completed += 1
-            else:
-                bucket.histogram.record_value(failed_latency_us(done - intended, timeout_s))
-                from_send.histogram.record_value(failed_latency_us(done - sent, timeout_s))
-                bucket.errors[error] += 1
-                from_send.errors[error] += 1
+            if asyncio.current_task() in detached:
+                return                  # counted as unanswered at the hard end
+            if done - sent > timeout_s:  # answered, but after the timeout
+                error, done = "timeout", sent + timeout_s
+            record(bucket, error, done - intended, done - sent)
             if is_burst:
                 last_burst_done = max(last_burst_done, done - start)
 
+        def finished(task: asyncio.Task[None]) -> None:
+            bucket, _ = in_flight.pop(task)
+            if task.cancelled() and task not in detached:
+                record(bucket, "cancelled", 0.0, 0.0)
+
+        def detach() -> None:
+            nonlocal last_burst_done
+            for task, (bucket, is_burst) in in_flight.items():
+                detached.add(task)
+                record(bucket, "unanswered", 0.0, 0.0)
+                if is_burst:  # unanswered at the hard end: the drain lasted at least this long
+                    last_burst_done = max(last_burst_done, time.perf_counter() - start)
+
         async def dispatch() -> None:
-            for offset, phase_name in plan:
+            end = start + hard_end.after_s if hard_end else None
+            most = hard_end.max_errors if hard_end and hard_end.max_errors is not None else None
+            for index, (offset, phase_name) in enumerate(plan):
+                if (end is not None and time.perf_counter() >= end) or \
+                        (most is not None and errors > most):
+                    for _, unsent_phase in plan[index:]:
+                        record(results[unsent_phase], "unsent", 0.0, 0.0)
+                    break
                 intended = start + offset
                 delay = intended - time.perf_counter()
                 if delay > 0:
@@ -305,26 +385,35 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
                 lag.record_value(max(1, int((sent - intended) * 1e6)))
                 bucket = results[phase_name]
                 if len(in_flight) >= max_in_flight:
-                    bucket.histogram.record_value(failed_latency_us(0.0, timeout_s))
-                    bucket.errors["client_overload"] += 1
+                    record(bucket, "client_overload", 0.0, 0.0)
                     continue
                 task = asyncio.create_task(one(intended, sent, bucket, phase_name == "burst"))
-                in_flight.add(task)
-                task.add_done_callback(in_flight.discard)
+                in_flight[task] = (bucket, phase_name == "burst")
+                task.add_done_callback(finished)
             if in_flight:
-                await asyncio.wait(list(in_flight), timeout=timeout_s + 1.0)
+                wait = timeout_s + 1.0 if end is None else max(0.0, end - time.perf_counter())
+                await asyncio.wait(list(in_flight), timeout=wait)
 
         try:
             await _supervise([asyncio.create_task(dispatch())], should_stop, tick)
+            if hard_end is not None and in_flight:
+                detach()
+                lingering = time.perf_counter()
+                await asyncio.wait(list(in_flight), timeout=hard_end.linger_s)
+                lingered_s = time.perf_counter() - lingering
         finally:
-            for task in in_flight:
+            leftover = list(in_flight)
+            for task in leftover:
                 task.cancel()
+            if leftover:
+                await asyncio.wait(leftover)  # each is counted when done (see finished)
         from_send.client_cpu_s = time.process_time() - cpu_start
         for bucket in results.values():
             bucket.client_cpu_s = from_send.client_cpu_s * bucket.duration_s / \
                 from_send.duration_s
     finally:
         await transport.close()
+        pause_gc.__exit__(None, None, None)
     lag_p99 = float(lag.get_value_at_percentile(99)) if lag.get_total_count() else 0.0
     shortest_interval_us = min(1e6 / phase.rate for phase in phases)
     return OpenLoopResult(
@@ -335,6 +424,8 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
         # client, not the server, set the pace.
         client_bound=lag_p99 > max(1000.0, shortest_interval_us),
         from_send=from_send,
+        lingered_s=lingered_s,
+        unsettled=len(leftover),
     )
 
 

@@ -10,6 +10,7 @@ from pipeline.context import RunContext
 from pipeline.errors import ServerError
 from pipeline.gpu import gpu_memory_mb
 from pipeline.load import (
+    HardEnd,
     LoadAborted,
     LoadResult,
     OpenLoopResult,
@@ -51,8 +52,13 @@ def closed_window(ctx: RunContext, server: ModelServer, target: Target, stage: s
 
 
 def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
-                phases: Sequence[Phase], label: str, arrivals: str) -> OpenLoopResult:
-    timeout = ctx.loaded.spec.stages.latency.request_timeout.seconds
+                phases: Sequence[Phase], label: str, arrivals: str,
+                timeout_s: float | None = None, hard_end: HardEnd | None = None,
+                max_in_flight: int = 2048) -> OpenLoopResult:
+    """One open-loop window; requests time out after `timeout_s` (default: the spec's
+    request timeout), and the window ends by `hard_end` (see HardEnd)."""
+    timeout = timeout_s if timeout_s is not None else \
+        ctx.loaded.spec.stages.latency.request_timeout.seconds
     total = sum(phase.duration_s for phase in phases)
 
     def tick(elapsed: float) -> None:
@@ -60,7 +66,8 @@ def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str
 
     try:
         return asyncio.run(run_open_loop(target, phases, timeout, arrivals=arrivals,
-                                         should_stop=lambda: not server.alive(), tick=tick))
+                                         should_stop=lambda: not server.alive(), tick=tick,
+                                         hard_end=hard_end, max_in_flight=max_in_flight))
     except LoadAborted:
         raise ServerError(f"during {label}: {server.describe_death()}") from None
 

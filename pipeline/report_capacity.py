@@ -39,6 +39,8 @@ class Capacity:
 
     def headline(self) -> str:
         if self.rate_rps is None:
+            if self.bound == "unknown":
+                return "Capacity unknown: no rate was confirmed within the budget."
             return "No open-loop rate met the SLO."
         rate = format_value(self.rate_rps, "/s")
         if self.lower_bound:
@@ -58,6 +60,19 @@ class Capacity:
         return text
 
 
+def _reason(step: Mapping[str, Any]) -> str:
+    """The verdict's reason, saying which step was the confirmation hold and what the
+    wait for the backlog to drain afterwards took."""
+    reason = str(step.get("reason") or "")
+    duration = number(step.get("duration_s"))
+    if step.get("hold") is True and duration is not None:
+        reason = f"hold {duration:g}s: {reason}"
+    settle = (number(step.get("lingered_s")) or 0.0) + (number(step.get("settle_s")) or 0.0)
+    if settle:
+        reason += f"; backlog drained {settle:.2f}s after"
+    return reason
+
+
 def capacity(record: Mapping[str, Any]) -> Capacity | None:
     values, info = metrics(record, "saturation"), details(record, "saturation")
     raw_steps = _items(info.get("capacity_steps"))
@@ -69,8 +84,7 @@ def capacity(record: Mapping[str, Any]) -> Capacity | None:
         rate, p99 = number(step.get("rate_rps")), number(step.get("p99_ms"))
         if rate is not None and p99 is not None:
             steps.append(CapacityStep(rate, p99, number(step.get("samples")) or 0.0,
-                                      str(step.get("verdict") or "?"),
-                                      str(step.get("reason") or "")))
+                                      str(step.get("verdict") or "?"), _reason(step)))
     interval = [*_items(info.get("capacity_interval_rps")), None, None]
     return Capacity(values.get("capacity_rps"), values.get("capacity_p99_ms"),
                     str(info.get("capacity_bound") or "none"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import math
 from dataclasses import asdict
 from typing import Any
 
@@ -16,14 +18,27 @@ from pipeline.capacity import (
 )
 from pipeline.config import SaturationStage, SloSpec
 from pipeline.context import RunContext
+from pipeline.drain import Drained, until_prompt
 from pipeline.knee import KneeSearch, ProbeOutcome, find_knee
-from pipeline.load import LoadResult, Phase, Target
+from pipeline.load import HardEnd, LoadResult, Phase, Target
 from pipeline.measure import closed_window, load_target, open_window
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
 
 NAME = "saturation"
 USES_SERVER = True
+# A capacity step's requests time out at this multiple of slo.p99. Any timeout above the
+# SLO gives the same p99 verdict (failures are censored at it, above the SLO either way);
+# a few times the SLO still tells a slow answer from none, and bounds each step.
+STEP_TIMEOUT_SLO_MULTIPLE = 4.0
+UNANSWERED = ("unanswered", "unsent")
+# In flight during a capacity step, at most: twice what the SLO allows on average (Little's
+# law: more means a mean latency over twice the SLO, a miss anyway), and never more than
+# MAX_STEP_IN_FLIGHT. Requests over it count as errors. Triton's HTTP front end was seen to
+# lose requests with ~1000+ connections open at once: they are never answered, and it then
+# waits for their connections when it stops, until it is killed.
+MAX_STEP_IN_FLIGHT = 512
+MIN_STEP_IN_FLIGHT = 32
 
 
 def run(ctx: RunContext) -> StageResult:
@@ -55,13 +70,16 @@ def run(ctx: RunContext) -> StageResult:
     if best is not None and stage.capacity.enabled:
         capacity = _capacity(ctx, server, target, stage, slo, best.throughput_rps)
         message += "; " + _record_capacity(capacity, metrics, details)
-        if slo.min_throughput is not None:
-            gates.append(Gate.at_least("saturation.capacity_rps", metrics.get("capacity_rps", 0.0),
-                                       slo.min_throughput.per_second, "/s"))
+        gate = _capacity_gate(capacity, slo)
+        if gate is not None:
+            gates.append(gate)
     if stage.burst is not None and best is not None:
         message += _burst(ctx, server, target, stage, metrics, details)
-    return StageResult.judged(NAME, gates, message, metrics, details) if best else \
-        StageResult(NAME, Status.FAILED, message, metrics=metrics, gates=gates, details=details)
+    if best is None:
+        return StageResult(NAME, Status.FAILED, message, metrics=metrics, gates=gates,
+                           details=details)
+    return StageResult.judged(NAME, gates, message, metrics, details,
+                              accept_inconclusive=stage.capacity.accept_inconclusive)
 
 
 def _knee_gates(search: KneeSearch, slo: SloSpec, metrics: dict[str, float]) -> list[Gate]:
@@ -94,15 +112,21 @@ def _knee_message(search: KneeSearch) -> str:
 
 
 def _capacity(ctx: RunContext, server: ModelServer, target: Target, stage: SaturationStage,
-              slo: SloSpec, start_rps: float) -> CapacitySearch:
+              slo: SloSpec, knee_rps: float) -> CapacitySearch:
     limits = Limits(slo.p99.ms, slo.error_rate.fraction)
+    request_timeout_s = ctx.loaded.spec.stages.latency.request_timeout.seconds
+    timeout_s = min(STEP_TIMEOUT_SLO_MULTIPLE * slo.p99.seconds, request_timeout_s)
 
     def step(rate: float, duration_s: float) -> StepOutcome:
         # Two halves at the same rate: a growing queue shows as a later median in the
         # second. open_loop measures the drain after the phase named "burst".
         halves = [Phase("first", rate, duration_s / 2), Phase("burst", rate, duration_s / 2)]
         outcome = open_window(ctx, server, target, NAME, halves,
-                              f"capacity step at {rate:.0f}/s", "constant")
+                              f"capacity step at {rate:.0f}/s", "constant",
+                              timeout_s=timeout_s, hard_end=HardEnd(
+                                  duration_s + timeout_s, min(duration_s, request_timeout_s),
+                                  math.floor(slo.error_rate.fraction * rate * duration_s)),
+                              max_in_flight=step_in_flight(rate, slo.p99.seconds))
         first, second = outcome.phases["first"], outcome.phases["burst"]
         whole = LoadResult(0.0)
         whole.merge(first)
@@ -111,11 +135,39 @@ def _capacity(ctx: RunContext, server: ModelServer, target: Target, stage: Satur
             rate, duration_s, whole.percentile_ms(99), first.percentile_ms(50),
             second.percentile_ms(50), whole.error_rate, int(whole.histogram.get_total_count()),
             outcome.drain_s, outcome.lag_p99_us / 1e3, outcome.client_bound,
-            outcome.from_send.percentile_ms(99)), limits)
+            outcome.from_send.percentile_ms(99),
+            sum(whole.errors[kind] for kind in UNANSWERED), outcome.lingered_s), limits)
 
-    settings = SearchSettings(stage.capacity.budget.seconds, stage.capacity.step.seconds,
-                              stage.capacity.resolution.fraction)
-    return find_capacity(step, start_rps, settings)
+    def settle() -> Drained:
+        # Bounded by the longest wait the spec accepts for one request.
+        ctx.progress(NAME, 0.0, request_timeout_s, "waiting for the backlog to drain")
+        return asyncio.run(until_prompt(target, slo.p99.seconds, request_timeout_s))
+
+    spec = stage.capacity
+    settings = SearchSettings(spec.budget.seconds, spec.step.seconds, spec.hold_seconds,
+                              timeout_s, spec.start.fraction, spec.resolution.fraction)
+    search = find_capacity(step, settle, knee_rps, settings)
+    ctx.require_server()
+    return search
+
+
+def step_in_flight(rate: float, slo_p99_s: float) -> int:
+    wanted = math.ceil(2 * rate * slo_p99_s)
+    return min(MAX_STEP_IN_FLIGHT, max(MIN_STEP_IN_FLIGHT, wanted))
+
+
+def _capacity_gate(search: CapacitySearch, slo: SloSpec) -> Gate | None:
+    if slo.min_throughput is None:
+        return None
+    name, minimum = "saturation.capacity_rps", slo.min_throughput.per_second
+    if search.confirmed is not None:
+        return Gate.at_least(name, search.confirmed.rate_rps, minimum, "/s")
+    lowest = search.lowest_rate_rps or 0.0
+    if search.bound == "none":
+        return Gate(name, f"< {lowest:,.0f}/s", minimum, False, ">=", "/s",
+                    reason=f"no rate met the SLO, down to the lowest tried ({lowest:,.0f}/s)")
+    return Gate(name, "unknown", minimum, False, ">=", "/s", outcome="inconclusive",
+                reason=f"no rate confirmed within the budget: {search.stop_reason}")
 
 
 def _record_capacity(search: CapacitySearch, metrics: dict[str, float],
@@ -123,15 +175,17 @@ def _record_capacity(search: CapacitySearch, metrics: dict[str, float],
     details.update(capacity_steps=[asdict(step) | {"passed": step.passed}
                                    for step in search.steps],
                    capacity_stop_reason=search.stop_reason,
-                   capacity_start_rps=search.start_rps)
-    metrics["capacity_steps"] = float(len(search.steps))
+                   capacity_start_rps=search.start_rps, capacity_bound=search.bound)
+    metrics.update(capacity_steps=float(len(search.steps)), capacity_search_s=search.spent_s)
     best, interval = search.best, search.interval_rps
     if best is None or interval is None:
-        details["capacity_bound"] = "none"
-        return f"no open-loop rate met the SLO ({search.stop_reason})"
+        if search.bound == "none":
+            return (f"no open-loop rate met the SLO, down to {search.lowest_rate_rps or 0:.0f}/s "
+                    f"({search.stop_reason})")
+        return f"capacity unknown: no rate confirmed ({search.stop_reason})"
     metrics.update(capacity_rps=best.rate_rps, capacity_p99_ms=best.p99_ms,
                    capacity_lower_bound=1.0 if search.bound == "lower" else 0.0)
-    details.update(capacity_bound=search.bound, capacity_interval_rps=list(interval))
+    details["capacity_interval_rps"] = list(interval)
     if search.bound == "lower":
         return (f"capacity ≥ {best.rate_rps:.0f}/s at p99 {best.p99_ms:.1f}ms "
                 f"(lower bound: {search.stop_reason})")

@@ -1,5 +1,14 @@
 from __future__ import annotations
 
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
 from pipeline.capacity import (
     Limits,
     SearchSettings,
@@ -8,15 +17,20 @@ from pipeline.capacity import (
     find_capacity,
     judge,
 )
+from pipeline.config import SloSpec
+from pipeline.drain import Drained, until_prompt
+from pipeline.load import HardEnd, Phase, open_loop
+from pipeline.servers.base import HttpRequest
+from stages.saturation import _capacity_gate, step_in_flight
 
 LIMITS = Limits(slo_p99_ms=50.0, error_rate=0.001)
 
 
 def measured(rate: float, p99: float = 5.0, first: float = 2.0, second: float = 2.2,
              samples: int = 1000, errors: float = 0.0, drain: float = 0.003,
-             client_bound: bool = False) -> StepMeasurement:
+             client_bound: bool = False, duration_s: float = 1.0) -> StepMeasurement:
     # From the actual send, a late client's step looks fine: the lag is all the client's.
-    return StepMeasurement(rate, 1.0, p99, first, second, errors, samples, drain, 0.1,
+    return StepMeasurement(rate, duration_s, p99, first, second, errors, samples, drain, 0.1,
                            client_bound, from_send_p99_ms=4.0)
 
 
@@ -30,48 +44,175 @@ class FakeClock:
         return self.now
 
 
-def queue(capacity_rps: float, clock: FakeClock, calls: list[float]):  # type: ignore[no-untyped-def]
-    """An M/D/1-like server: fine below `capacity_rps`, a growing backlog above it."""
+def queue(capacity_rps: float, clock: FakeClock, calls: list[float],  # type: ignore[no-untyped-def]
+          hold_capacity_rps: float | None = None):
+    """An M/D/1-like server: fine below `capacity_rps`, a growing backlog above it. A hold
+    (a step longer than 1 s) sees `hold_capacity_rps`: slow growth that 1 s cannot show."""
     def step(rate: float, duration_s: float) -> StepOutcome:
         calls.append(rate)
         clock.now += duration_s
+        if duration_s > 1.0 and hold_capacity_rps is not None:
+            capacity_rps_now = hold_capacity_rps
+        else:
+            capacity_rps_now = capacity_rps
+        return outcome(rate, duration_s, capacity_rps_now)
+
+    def outcome(rate: float, duration_s: float, capacity_rps: float) -> StepOutcome:
         if rate <= capacity_rps:
-            return judge(measured(rate), LIMITS)
+            return judge(measured(rate, duration_s=duration_s), LIMITS)
         backlog_s = (rate / capacity_rps - 1) * duration_s
         return judge(measured(rate, p99=backlog_s * 1e3, first=backlog_s * 250,
-                              second=backlog_s * 750, drain=backlog_s), LIMITS)
+                              second=backlog_s * 750, drain=backlog_s,
+                              duration_s=duration_s), LIMITS)
 
     return step
 
 
-def test_bisects_to_the_capacity_from_above() -> None:
+def settler(clock: FakeClock, seconds: float = 0.25, drains: bool = True,
+            calls: list[float] | None = None):  # type: ignore[no-untyped-def]
+    """Waiting for the backlog to drain takes `seconds` of the budget."""
+    def settle() -> Drained:
+        clock.now += seconds
+        if calls is not None:
+            calls.append(clock.now)
+        return Drained(seconds, drains, 2)
+
+    return settle
+
+
+def settings(budget_s: float = 30, step_s: float = 1.0, hold_s: float = 3.0,
+             timeout_s: float = 0.2) -> SearchSettings:
+    return SearchSettings(budget_s, step_s, hold_s, timeout_s)
+
+
+def test_starts_below_the_knee_and_bisects_to_a_confirmed_capacity() -> None:
     clock, calls = FakeClock(), []
-    search = find_capacity(queue(1000.0, clock, calls), 1600.0,
-                           SearchSettings(budget_s=30, step_s=1.0), clock)
-    assert search.bound == "exact" and search.best is not None
+    search = find_capacity(queue(1000.0, clock, calls), settler(clock), 1600.0, settings(),
+                           clock)
+    # Half the knee's throughput first: there the server is never idle, so an open loop
+    # at the knee itself only builds a queue.
+    assert calls[0] == pytest.approx(800.0) and calls[1] == pytest.approx(1200.0)
+    assert search.start_rps == pytest.approx(800.0) and search.bound == "exact"
+    assert search.best is search.confirmed and search.confirmed is not None
+    assert search.confirmed.hold and search.confirmed.duration_s == 3.0
     low, high = search.interval_rps or (0.0, None)
     assert high is not None and low <= 1000.0 < high and high <= low * 1.05
-    assert search.best.rate_rps == low and calls[0] == 1600.0 and calls[1] == 800.0
+    assert search.confirmed.rate_rps == low
     assert "bracketed within 5%" in search.stop_reason
+    assert "confirmed by a 3s hold" in search.stop_reason
 
 
 def test_climbs_from_a_passing_start() -> None:
     clock, calls = FakeClock(), []
-    search = find_capacity(queue(5000.0, clock, calls), 1000.0,
-                           SearchSettings(budget_s=30, step_s=1.0), clock)
-    assert calls[:4] == [1000.0, 1500.0, 2250.0, 3375.0]
+    search = find_capacity(queue(5000.0, clock, calls), settler(clock), 1000.0 / 0.5,
+                           settings(), clock)
+    assert [round(rate) for rate in calls[:4]] == [1000, 1500, 2250, 3375]
     assert search.bound == "exact"
     low, high = search.interval_rps or (0.0, None)
     assert high is not None and low <= 5000.0 < high
 
 
-def test_a_rate_that_always_passes_is_a_lower_bound_when_the_budget_ends() -> None:
+def test_the_server_drains_after_each_failing_step_on_the_budget() -> None:
+    clock, calls, settled = FakeClock(), [], []
+    search = find_capacity(queue(1000.0, clock, calls), settler(clock, 0.5, calls=settled),
+                           1600.0, settings(budget_s=12), clock)
+    failing = [step for step in search.steps if not step.passed]
+    assert failing and len(settled) == len(failing)
+    assert all(step.settle_s == 0.5 for step in failing)
+    assert all(step.settle_s == 0.0 for step in search.steps if step.passed)
+    assert search.spent_s == pytest.approx(clock.now) and clock.now <= 12
+    # Draining takes budget: with slow drains the same budget affords fewer steps.
+    slow_clock, slow_calls = FakeClock(), []
+    find_capacity(queue(1000.0, slow_clock, slow_calls), settler(slow_clock, 2.0), 1600.0,
+                  settings(budget_s=12), slow_clock)
+    assert len(slow_calls) < len(calls)
+
+
+def test_a_server_that_does_not_drain_stops_the_search() -> None:
     clock, calls = FakeClock(), []
-    search = find_capacity(queue(1e12, clock, calls), 1000.0,
-                           SearchSettings(budget_s=3.5, step_s=1.0), clock)
-    assert len(calls) == 3 and search.bound == "lower"
-    assert search.interval_rps == (2250.0, None)
-    assert "time budget 3.5s spent" in search.stop_reason
+    search = find_capacity(queue(1000.0, clock, calls), settler(clock, 10.0, drains=False),
+                           2400.0, settings(), clock)
+    assert calls == [1200.0] and search.stuck
+    assert search.bound == "none"  # the one rate tried missed: a real failure
+    assert "still had a backlog" in search.stop_reason
+
+
+def test_a_missed_hold_drops_the_rate_by_the_resolution() -> None:
+    # The 1 s steps bracket ~1040/s, but held for 3 s the server keeps up with 900/s only.
+    clock, calls = FakeClock(), []
+    search = find_capacity(queue(1040.0, clock, calls, hold_capacity_rps=900.0),
+                           settler(clock), 2000.0, settings(budget_s=20), clock)
+    holds = [step for step in search.steps if step.hold]
+    rates = [step.rate_rps for step in holds]
+    # Down by the resolution, then twice that: no step passed that low.
+    assert [round(b / a, 3) for a, b in itertools.pairwise(rates)] == [0.95, 0.9]
+    assert [step.passed for step in holds] == [False, False, True]
+    assert search.confirmed is holds[-1] and search.confirmed.rate_rps <= 900.0
+    low, high = search.interval_rps or (0.0, None)
+    assert low == search.confirmed.rate_rps and high == holds[-2].rate_rps
+
+
+def test_a_missed_hold_falls_back_to_a_lower_rate_a_step_passed() -> None:
+    clock, calls = FakeClock(), []
+    search = find_capacity(queue(1000.0, clock, calls, hold_capacity_rps=850.0),
+                           settler(clock), 1600.0, settings(), clock)
+    holds = [step for step in search.steps if step.hold]
+    assert len(holds) == 2 and not holds[0].passed and holds[1].passed
+    passed_steps = [s.rate_rps for s in search.steps if s.passed and not s.hold]
+    assert holds[1].rate_rps == max(r for r in passed_steps if r <= holds[0].rate_rps * 0.95)
+    assert search.confirmed is holds[1]
+
+
+def test_a_rate_that_always_passes_is_a_lower_bound() -> None:
+    clock, calls = FakeClock(), []
+    search = find_capacity(queue(1e12, clock, calls), settler(clock), 1000.0 / 0.5,
+                           settings(budget_s=7.0), clock)
+    assert search.bound == "lower" and search.confirmed is not None
+    assert search.interval_rps == (search.confirmed.rate_rps, None)
+    assert "kept for the confirmation" in search.stop_reason
+
+
+def test_no_rate_confirmed_within_the_budget_is_unknown_not_zero() -> None:
+    clock = FakeClock()
+    slo = SloSpec.model_validate({"p99": "50ms", "min_throughput": "100/s"})
+
+    def late(rate: float, duration_s: float) -> StepOutcome:
+        clock.now += duration_s
+        return judge(measured(rate, p99=80.0, client_bound=True), LIMITS)
+
+    search = find_capacity(late, settler(clock), 1000.0, settings(budget_s=8.0), clock)
+    assert search.steps and all(step.verdict == "client_bound" for step in search.steps)
+    assert search.bound == "unknown" and search.best is None
+    gate = _capacity_gate(search, slo)
+    assert gate is not None and gate.outcome == "inconclusive" and gate.observed == "unknown"
+    assert "no rate confirmed within the budget" in gate.reason
+    # A budget too small for a step and a hold: nothing measured, capacity unknown.
+    clock.now = 0.0
+    nothing = find_capacity(late, settler(clock), 1000.0, settings(budget_s=3.0), clock)
+    assert nothing.steps == [] and nothing.bound == "unknown"
+    gate = _capacity_gate(nothing, slo)
+    assert gate is not None and gate.outcome == "inconclusive"
+
+
+def test_missing_the_slo_at_every_rate_tried_fails_the_gate() -> None:
+    clock = FakeClock()
+    slo = SloSpec.model_validate({"p99": "50ms", "min_throughput": "100/s"})
+
+    def slow(rate: float, duration_s: float) -> StepOutcome:
+        clock.now += duration_s
+        return judge(measured(rate, p99=80.0), LIMITS)
+
+    search = find_capacity(slow, settler(clock), 1000.0, settings(budget_s=9), clock)
+    assert [round(s.rate_rps) for s in search.steps] == [500, 250, 125]
+    assert search.bound == "none" and search.interval_rps is None
+    gate = _capacity_gate(search, slo)
+    assert gate is not None and gate.outcome == "failed" and gate.observed == "< 125/s"
+    # A confirmed capacity is gated on its value, and fails under the minimum.
+    clock.now = 0.0
+    low = find_capacity(queue(90.0, clock, []), settler(clock), 150.0, settings(), clock)
+    gate = _capacity_gate(low, slo)
+    assert low.confirmed is not None and gate is not None and gate.outcome == "failed"
+    assert gate.observed == low.confirmed.rate_rps < 100.0
 
 
 def test_a_client_bound_step_is_not_judged_and_stops_the_search() -> None:
@@ -82,22 +223,30 @@ def test_a_client_bound_step_is_not_judged_and_stops_the_search() -> None:
         late = rate > 1200
         return judge(measured(rate, p99=80.0 if late else 5.0, client_bound=late), LIMITS)
 
-    search = find_capacity(step, 1000.0, SearchSettings(budget_s=30, step_s=1.0), clock)
-    assert [s.verdict for s in search.steps] == ["pass", "client_bound"]
-    assert search.bound == "lower" and search.best is not None
-    assert search.best.rate_rps == 1000.0
+    search = find_capacity(step, settler(clock), 1000.0 / 0.5, settings(), clock)
+    assert [s.verdict for s in search.steps] == ["pass", "client_bound", "pass"]
+    assert search.steps[-1].hold and search.bound == "lower"
+    assert search.best is not None and search.best.rate_rps == pytest.approx(1000.0)
     assert "could not be judged" in search.stop_reason
     # With nothing judged yet, it goes down to a rate the client can keep.
     clock.now = 0.0
-    search = find_capacity(step, 2000.0, SearchSettings(budget_s=2.5, step_s=1.0), clock)
-    assert [s.verdict for s in search.steps] == ["client_bound", "pass"]
-    assert search.best is not None and search.best.rate_rps == 1000.0
+    search = find_capacity(step, settler(clock), 2000.0 / 0.5, settings(budget_s=9), clock)
+    assert [s.verdict for s in search.steps][:2] == ["client_bound", "pass"]
+    assert search.best is not None and search.best.rate_rps == pytest.approx(1000.0)
 
 
 def test_low_rates_get_longer_steps_for_enough_samples() -> None:
-    settings = SearchSettings(budget_s=30, step_s=1.0)
-    assert settings.step_duration(1000.0) == 1.0
-    assert settings.step_duration(20.0) == 6.0
+    assert settings().step_duration(1000.0) == 1.0
+    assert settings().step_duration(20.0) == 6.0
+    assert settings().hold_duration(1000.0) == 3.0
+    assert settings().hold_duration(20.0) == 6.0
+    assert settings().longest(1.0) == pytest.approx(1.2)
+
+
+def test_a_step_keeps_few_connections() -> None:
+    assert step_in_flight(10_000.0, 0.05) == 512     # Triton's HTTP front end's limit
+    assert step_in_flight(1000.0, 0.05) == 100       # twice what the SLO allows on average
+    assert step_in_flight(10.0, 0.05) == 32
 
 
 def test_each_criterion_fails_a_step() -> None:
@@ -127,13 +276,92 @@ def test_each_criterion_fails_a_step() -> None:
     assert judge(measured(100.0, first=0.4, second=1.2), LIMITS).passed
 
 
-def test_nothing_passes() -> None:
-    clock = FakeClock()
+class _Delayed(BaseHTTPRequestHandler):
+    """Answers after the number of milliseconds in the path: a server that falls behind."""
 
-    def step(rate: float, duration_s: float) -> StepOutcome:
-        clock.now += duration_s
-        return judge(measured(rate, p99=80.0), LIMITS)
+    protocol_version = "HTTP/1.1"
+    answered = 0
 
-    search = find_capacity(step, 1000.0, SearchSettings(budget_s=4, step_s=1.0), clock)
-    assert search.best is None and search.interval_rps is None
-    assert [s.rate_rps for s in search.steps] == [1000.0, 500.0, 250.0, 125.0]
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        threading.Event().wait(int(self.path.strip("/")) / 1e3)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        try:
+            self.wfile.write(b"ok")
+            self.wfile.flush()
+            type(self).answered += 1
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture(scope="module")
+def delayed() -> Iterator[str]:
+    # A stdlib server on loopback stands for a server that answers late on demand, which a
+    # real Triton does not do within a unit test's time.
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Delayed)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _request(base: str, delay_ms: int) -> HttpRequest:
+    return HttpRequest("POST", f"{base}/{delay_ms}", b"x", {})
+
+
+def test_a_step_ends_at_its_duration_plus_the_timeout(delayed: str) -> None:
+    # Every answer takes 600 ms, the step 400 ms with a 100 ms timeout: at 500 ms all of
+    # them are still in flight; they count as unanswered, censored at the timeout, and
+    # their connections stay open until their answers came (the linger), not closed.
+    _Delayed.answered = 0
+    started = time.perf_counter()
+    outcome = asyncio.run(open_loop(_request(delayed, 600), [Phase("steady", 50.0, 0.4)], 0.1,
+                                    hard_end=HardEnd(0.5, 2.0)))
+    elapsed = time.perf_counter() - started
+    steady = outcome.phases["steady"]
+    assert steady.errors == {"unanswered": 20} and steady.completed == 0
+    assert steady.percentile_ms(99) == pytest.approx(100.0, rel=0.01)
+    assert 0.05 < outcome.lingered_s < 0.9 and outcome.unsettled == 0
+    assert _Delayed.answered == 20 and elapsed < 0.5 + 1.0
+    # With a short linger the rest are given up: the whole step is bounded anyway.
+    started = time.perf_counter()
+    outcome = asyncio.run(open_loop(_request(delayed, 2000), [Phase("steady", 50.0, 0.4)],
+                                    0.1, hard_end=HardEnd(0.5, 0.2)))
+    assert time.perf_counter() - started < 0.5 + 0.2 + 0.3
+    errors = outcome.phases["steady"].errors  # given up at the timeout plus the linger
+    assert outcome.lingered_s <= 0.25 and sum(errors.values()) == 20
+    assert set(errors) <= {"unanswered", "timeout"} and errors["unanswered"] > 0
+
+
+def test_an_answer_after_the_timeout_is_a_timeout_on_a_kept_connection(delayed: str) -> None:
+    _Delayed.answered = 0
+    outcome = asyncio.run(open_loop(_request(delayed, 150), [Phase("steady", 20.0, 0.5)], 0.1,
+                                    hard_end=HardEnd(1.0, 2.0)))
+    steady = outcome.phases["steady"]
+    assert steady.errors == {"timeout": 10} and _Delayed.answered == 10
+    assert steady.percentile_ms(99) == pytest.approx(100.0, rel=0.05)
+
+
+def test_draining_waits_for_one_prompt_answer(delayed: str) -> None:
+    drained = asyncio.run(until_prompt(_request(delayed, 0), 0.05, 1.0))
+    assert drained.drained and drained.requests == 1
+    stuck = asyncio.run(until_prompt(_request(delayed, 300), 0.05, 0.5))
+    assert not stuck.drained and 0.5 <= stuck.seconds < 0.9
+
+
+def test_a_step_that_has_failed_stops_sending(delayed: str) -> None:
+    # Past its error budget a step has failed whatever comes: the rest are not sent, so
+    # that an overload lasts no longer than it must.
+    outcome = asyncio.run(open_loop(_request(delayed, 300), [Phase("steady", 50.0, 1.0)], 0.1,
+                                    hard_end=HardEnd(1.1, 1.0, max_errors=2)))
+    errors = outcome.phases["steady"].errors
+    assert errors["unsent"] > 20 and sum(errors.values()) == 50

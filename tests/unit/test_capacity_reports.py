@@ -89,3 +89,20 @@ def test_regression_watches_capacity_when_both_runs_have_it() -> None:
     names = {gate.name: gate.passed for gate in gates}
     assert "regression.saturation.knee_throughput_rps" in names
     assert "regression.saturation.capacity_rps" not in names
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "markdown", "html"])
+def test_an_unknown_capacity_is_not_shown_as_zero(fmt: str) -> None:
+    record = with_capacity("exact")
+    stage = saturation(record)
+    for key in ("capacity_rps", "capacity_p99_ms", "capacity_lower_bound"):
+        stage["metrics"].pop(key)
+    stage["details"].update(capacity_bound="unknown", capacity_stop_reason=(
+        "time budget 10s kept for the confirmation; no time left in the budget to hold 4100/s"))
+    stage["details"].pop("capacity_interval_rps")
+    hold = dict(stage["details"]["capacity_steps"][1], hold=True, duration_s=3.0, settle_s=0.4)
+    stage["details"]["capacity_steps"].append(hold)
+    text = render(record, fmt)  # type: ignore[arg-type]
+    assert "Capacity unknown: no rate was confirmed within the budget" in text
+    assert "hold 3s: p99 80.0ms" in text and "backlog drained 0.40s after" in text
+    assert "apacity 0/s" not in text and "Capacity ≥" not in text
