@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from pipeline.capacity import (
+from pipeline.context import RunContext
+from pipeline.measure.capacity import (
     CapacitySearch,
     Limits,
     SearchSettings,
@@ -14,13 +15,12 @@ from pipeline.capacity import (
     find_capacity,
     judge,
 )
-from pipeline.config import SaturationStage, SloSpec
-from pipeline.context import RunContext
-from pipeline.knee import KneeSearch, ProbeOutcome, find_knee
-from pipeline.load import LoadResult, Phase, Target
-from pipeline.measure import closed_window, load_target, open_window
+from pipeline.measure.knee import KneeSearch, ProbeOutcome, find_knee
+from pipeline.measure.loadgen import LoadResult, Phase, Target
+from pipeline.measure.windows import closed_window, load_target, open_window
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
+from pipeline.spec.models import SaturationStage, SloSpec
 
 NAME = "saturation"
 USES_SERVER = True

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from pipeline.config import LoadedSpec, json_schema, load_spec
+from pipeline.cli.progress import LiveView
 from pipeline.context import RunContext
 from pipeline.errors import (
     Interrupted,
@@ -25,11 +25,11 @@ from pipeline.errors import (
     SpecError,
     UsageError,
 )
-from pipeline.fsck import verify_store
-from pipeline.identity import acting_identity, acting_user, claimed_name, names_of
-from pipeline.live import LiveView
-from pipeline.model_source import resolve_model_source
-from pipeline.promotion import (
+from pipeline.model.source import resolve_model_source
+from pipeline.record import load_run_record, runs_dir
+from pipeline.release.identity import acting_identity, acting_user, claimed_name, names_of
+from pipeline.release.manifest import list_releases, read_manifest, read_pointer, rollback
+from pipeline.release.promotion import (
     CheckedPromotion,
     approve,
     check_new_release_approval,
@@ -38,15 +38,15 @@ from pipeline.promotion import (
     creator_names,
     promote_existing,
 )
-from pipeline.record import load_run_record, runs_dir
-from pipeline.release import list_releases, read_manifest, read_pointer, rollback
-from pipeline.report import render_terminal
-from pipeline.report_formats import Format, baseline_for, render
+from pipeline.release.store.base import Store, store_for
+from pipeline.release.verify import verify_store
+from pipeline.report.formats import Format, baseline_for, render
+from pipeline.report.terminal import render_terminal
 from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
 from pipeline.servers.base import ModelServer
-from pipeline.servers.torchserve import TorchServeEndpoint
-from pipeline.servers.triton import TritonEndpoint
-from pipeline.store import Store, store_for
+from pipeline.servers.torchserve.server import TorchServeEndpoint
+from pipeline.servers.triton.server import TritonEndpoint
+from pipeline.spec.models import LoadedSpec, json_schema, load_spec
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Take a trained model to production through measured gates.")

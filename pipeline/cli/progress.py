@@ -12,7 +12,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.report import STATUS_MARK, STATUS_STYLE
+from pipeline.report.terminal import STATUS_MARK, STATUS_STYLE
 from pipeline.results import StageResult
 
 

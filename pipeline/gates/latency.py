@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.config import Spec
-from pipeline.load import LoadResult
+from pipeline.gates.verdict import PercentileVerdict, judge_percentile, per_look_confidence
+from pipeline.measure.loadgen import LoadResult
 from pipeline.results import Gate
-from pipeline.verdict import PercentileVerdict, judge_percentile, per_look_confidence
+from pipeline.spec.models import Spec
 
 
 def percentile_thresholds(spec: Spec) -> list[tuple[float, float]]:

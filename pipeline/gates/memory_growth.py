@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.memory import process_tree_memory
+from pipeline.measure.memory import process_tree_memory
 from pipeline.results import Gate
 from pipeline.servers.base import ModelServer
-from pipeline.units import ByteSize
+from pipeline.spec.units import ByteSize
 
 GATE = "latency.memory_growth"
 # Growth a healthy server shows over the latency windows when the spec sets no limit. A JVM

@@ -25,7 +25,7 @@ from typing import Literal
 
 from hdrh.histogram import HdrHistogram
 
-from pipeline.order_stats import quantile_interval_us
+from pipeline.gates.order_stats import quantile_interval_us
 
 Outcome = Literal["passed", "failed", "inconclusive"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "inconclusive")

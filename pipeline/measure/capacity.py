@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pipeline.knee import Bound
-from pipeline.load import MIN_SAMPLES_FOR
+from pipeline.measure.knee import Bound
+from pipeline.measure.loadgen import MIN_SAMPLES_FOR
 
 Verdict = Literal["pass", "fail", "client_bound"]
 MIN_P99_SAMPLES = MIN_SAMPLES_FOR["p99"]

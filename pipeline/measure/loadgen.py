@@ -19,9 +19,9 @@ from typing import Any, Protocol
 
 from hdrh.histogram import HdrHistogram
 
-from pipeline.grpc_wire import GrpcCaller, GrpcRequest
+from pipeline.measure.grpc_client import GrpcCaller, GrpcRequest
+from pipeline.measure.http_client import WireError, WirePool
 from pipeline.servers.base import HttpRequest
-from pipeline.wire import WireError, WirePool
 
 MAX_LATENCY_US = 3_600_000_000
 MIN_SAMPLES_FOR = {"p50": 2, "p90": 10, "p95": 20, "p99": 100, "p999": 1000}

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from pipeline.load import LoadResult
+from pipeline.measure.loadgen import LoadResult
 
 Extra = TypeVar("Extra")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
-from pipeline.gpu import gpu_memory_mb
-from pipeline.load import (
+from pipeline.measure.gpu import gpu_memory_mb
+from pipeline.measure.loadgen import (
     LoadAborted,
     LoadResult,
     OpenLoopResult,
@@ -17,10 +17,10 @@ from pipeline.load import (
     Target,
     closed_loop,
 )
-from pipeline.load import open_loop as run_open_loop
-from pipeline.memory import process_tree_memory
+from pipeline.measure.loadgen import open_loop as run_open_loop
+from pipeline.measure.memory import process_tree_memory
+from pipeline.model.tensors import load_samples, take
 from pipeline.servers.base import ModelServer
-from pipeline.tensors import load_samples, take
 
 
 def load_target(ctx: RunContext, server: ModelServer) -> Target:

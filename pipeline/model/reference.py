@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import LoadedSpec
 from pipeline.errors import PipelineError
-from pipeline.model_runtime import LoadedModel
+from pipeline.model.runtime import LoadedModel
+from pipeline.spec.models import LoadedSpec
 
 
 def load_reference(loaded: LoadedSpec, model_file: Path) -> LoadedModel:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import DvcLocation, LoadedSpec
 from pipeline.errors import PipelineError
+from pipeline.spec.models import DvcLocation, LoadedSpec
 
 CHUNK = 1 << 20
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://|^git@")

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.config import ModelSpec, ParityStage, TensorSpec
 from pipeline.errors import UsageError
+from pipeline.spec.models import ModelSpec, ParityStage, TensorSpec
 
 Array = npt.NDArray[np.generic]
 Batch = dict[str, Array]

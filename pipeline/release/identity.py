@@ -15,7 +15,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.store import Store
+from pipeline.release.store.base import Store
 
 
 def in_github_actions(env: Mapping[str, str]) -> bool:

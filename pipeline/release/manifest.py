@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.errors import ConflictError, StoreError, UsageError
-from pipeline.store import Store
+from pipeline.release.store.base import Store
 
 MANIFEST_SCHEMA = 1
 

@@ -17,12 +17,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.config import LoadedSpec
 from pipeline.digest import canonical_json
 from pipeline.errors import PolicyError, StoreError, UsageError
-from pipeline.identity import names_of
-from pipeline.release import iso, move_pointer, read_manifest, read_pointer, utc_now, verify_release
-from pipeline.store import Store
+from pipeline.release.identity import names_of
+from pipeline.release.manifest import (
+    iso,
+    move_pointer,
+    read_manifest,
+    read_pointer,
+    utc_now,
+    verify_release,
+)
+from pipeline.release.store.base import Store
+from pipeline.spec.models import LoadedSpec
 
 
 def approve(store: Store, name: str, release_id: str, environment: str, by: str,

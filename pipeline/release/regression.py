@@ -11,13 +11,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.config import RegressionStage
 from pipeline.errors import StoreError, UsageError
 from pipeline.metric_names import BASELINE_FALLBACKS
-from pipeline.release import read_manifest, read_pointer
-from pipeline.report_data import Delta, compare, metric_direction, metrics
+from pipeline.release.manifest import read_manifest, read_pointer
+from pipeline.release.store.base import Store
+from pipeline.report.views import Delta, compare, metric_direction, metrics
 from pipeline.results import Gate
-from pipeline.store import Store
+from pipeline.spec.models import RegressionStage
 
 LIVE_RELEASE_GATE = "regression.live_release"
 

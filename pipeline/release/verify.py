@@ -8,8 +8,8 @@ from itertools import pairwise
 from typing import Any
 
 from pipeline.digest import sha256_bytes
-from pipeline.release import audit_key
-from pipeline.store import Store
+from pipeline.release.manifest import audit_key
+from pipeline.release.store.base import Store
 
 
 @dataclass

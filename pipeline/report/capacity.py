@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.report_data import details, format_value, metrics, ms, number
+from pipeline.report.views import details, format_value, metrics, ms, number
 
 
 def _items(value: Any) -> list[Any]:

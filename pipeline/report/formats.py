@@ -8,12 +8,12 @@ from typing import Any, Literal
 
 from rich.console import Console
 
-from pipeline.regression import live_release
-from pipeline.release import read_manifest
-from pipeline.report import render_terminal
-from pipeline.report_html import render_html
-from pipeline.report_markdown import render_markdown
-from pipeline.store import Store
+from pipeline.release.manifest import read_manifest
+from pipeline.release.regression import live_release
+from pipeline.release.store.base import Store
+from pipeline.report.html import render_html
+from pipeline.report.markdown import render_markdown
+from pipeline.report.terminal import render_terminal
 
 Format = Literal["terminal", "json", "html", "svg", "markdown"]
 

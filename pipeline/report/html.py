@@ -11,9 +11,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline import charts
-from pipeline import report_data as data
-from pipeline.report_capacity import capacity as capacity_view
+from pipeline.report import charts
+from pipeline.report import views as data
+from pipeline.report.capacity import capacity as capacity_view
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
 

@@ -7,8 +7,8 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline import report_data as data
-from pipeline.report_capacity import capacity as capacity_view
+from pipeline.report import views as data
+from pipeline.report.capacity import capacity as capacity_view
 
 STATUS_ICON = {"passed": "✅", "failed": "❌", "aborted": "⏹️", "skipped": "⏭️",
                "running": "⏳"}

@@ -8,9 +8,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.report_capacity import capacity as capacity_view
-from pipeline.report_data import gate_rows
-from pipeline.report_data import knee as knee_view
+from pipeline.report.capacity import capacity as capacity_view
+from pipeline.report.views import gate_rows
+from pipeline.report.views import knee as knee_view
 
 STATUS_STYLE = {"passed": "green", "failed": "bold red", "aborted": "yellow",
                 "skipped": "dim", "running": "cyan"}

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from pipeline.errors import SpecIssue
-from pipeline.yamlpos import KeyPath, PositionedDocument, format_path
+from pipeline.spec.positions import KeyPath, PositionedDocument, format_path
 
 _TYPE_WORDS = {
     "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",

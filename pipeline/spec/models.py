@@ -23,8 +23,9 @@ from pydantic_core import PydanticCustomError
 
 from pipeline import metric_names
 from pipeline.errors import SpecError, SpecIssue
-from pipeline.spec_errors import issues_from_validation
-from pipeline.units import (
+from pipeline.spec.issues import issues_from_validation
+from pipeline.spec.positions import KeyPath, Mark, PositionedDocument, format_path, load_document
+from pipeline.spec.units import (
     Duration,
     DurationField,
     Percentage,
@@ -32,7 +33,6 @@ from pipeline.units import (
     RateField,
     SizeField,
 )
-from pipeline.yamlpos import KeyPath, Mark, PositionedDocument, format_path, load_document
 
 Dtype = Literal["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
                 "float64"]

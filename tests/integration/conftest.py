@@ -128,7 +128,7 @@ class S3Server:
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """A real S3-compatible HTTP server (moto in server mode) on a free loopback port."""
-    from pipeline.ports import free_ports
+    from pipeline.servers.ports import free_ports
 
     port = free_ports(1)[0]
     log = tmp_path_factory.mktemp("moto") / "moto.log"

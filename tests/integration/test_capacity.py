@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import torch
 
-from pipeline.config import load_spec
-from pipeline.load import Phase, open_loop
-from pipeline.ports import free_ports
-from pipeline.report_formats import render
-from pipeline.servers.triton import TritonKind
-from pipeline.tensors import load_samples, take
+from pipeline.measure.loadgen import Phase, open_loop
+from pipeline.model.tensors import load_samples, take
+from pipeline.report.formats import render
+from pipeline.servers.ports import free_ports
+from pipeline.servers.triton.server import TritonKind
+from pipeline.spec.models import load_spec
 
 from .conftest import cli, fast_spec, latest_record
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pipeline.ports import port_is_bound
+from pipeline.servers.ports import port_is_bound
 
 from .conftest import cli, fast_spec, latest_record, start_cli, wait_for_stage
 

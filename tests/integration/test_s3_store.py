@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.digest import sha256_bytes
 from pipeline.errors import ConflictError, StoreError
-from pipeline.release import (
+from pipeline.release.manifest import (
     BlobSource,
     move_pointer,
     publish_release,
@@ -21,7 +21,7 @@ from pipeline.release import (
     utc_now,
     verify_release,
 )
-from pipeline.s3_store import S3Store
+from pipeline.release.store.s3 import S3Store
 
 from .conftest import S3Server
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pipeline.ports import port_is_bound
+from pipeline.servers.ports import port_is_bound
 from tests.integration.conftest import fast_spec, start_cli
 from tests.reliability.conftest import Tally
 

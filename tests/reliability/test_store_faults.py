@@ -20,8 +20,7 @@ from typing import Any, TypeVar
 import pytest
 
 from pipeline.errors import ConflictError, PipelineError
-from pipeline.fsck import verify_store
-from pipeline.release import (
+from pipeline.release.manifest import (
     BlobSource,
     Pointer,
     list_releases,
@@ -32,7 +31,8 @@ from pipeline.release import (
     rollback_target,
     utc_now,
 )
-from pipeline.s3_store import S3Store
+from pipeline.release.store.s3 import S3Store
+from pipeline.release.verify import verify_store
 
 from .conftest import S3Server, Tally
 from .faultproxy import FaultProxy, FaultRule, read_body, read_chunked, read_head

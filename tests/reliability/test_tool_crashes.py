@@ -36,9 +36,9 @@ from typing import Protocol
 
 import pytest
 
-from pipeline.fsck import verify_store
-from pipeline.release import audit_key, list_releases, read_pointer
-from pipeline.store import LocalStore, Store, open_store
+from pipeline.release.manifest import audit_key, list_releases, read_pointer
+from pipeline.release.store.base import LocalStore, Store, open_store
+from pipeline.release.verify import verify_store
 from tests.integration.conftest import S3Server
 
 pytestmark = pytest.mark.integration

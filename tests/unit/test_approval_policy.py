@@ -10,13 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_spec
 from pipeline.digest import sha256_bytes
 from pipeline.errors import PolicyError, StoreError
-from pipeline.identity import acting_identity, claimed_name, names_of
-from pipeline.promotion import approvals, approve, promote_existing
-from pipeline.release import BlobSource, move_pointer, publish_release, read_pointer, utc_now
-from pipeline.store import LocalStore, open_store
+from pipeline.release.identity import acting_identity, claimed_name, names_of
+from pipeline.release.manifest import (
+    BlobSource,
+    move_pointer,
+    publish_release,
+    read_pointer,
+    utc_now,
+)
+from pipeline.release.promotion import approvals, approve, promote_existing
+from pipeline.release.store.base import LocalStore, open_store
+from pipeline.spec.models import load_spec
 
 NAME = "fraud-mlp"
 POLICY = "requires: [staging]\napproval: {required: true, distinct_from_creator: true}\n"

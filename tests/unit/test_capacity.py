@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pipeline.capacity import (
+from pipeline.measure.capacity import (
     Limits,
     SearchSettings,
     StepMeasurement,

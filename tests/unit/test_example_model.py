@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.model_runtime import LoadedModel
+from pipeline.model.runtime import LoadedModel
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "mlp"

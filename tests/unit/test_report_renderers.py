@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from pipeline import charts
-from pipeline import report_data as data
-from pipeline.report_html import render_html
-from pipeline.report_markdown import render_markdown
+from pipeline.report import charts
+from pipeline.report import views as data
+from pipeline.report.html import render_html
+from pipeline.report.markdown import render_markdown
 from tests.htmldom import Node, parse_html
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -117,7 +117,7 @@ def inconclusive_p99(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_format_shows_outcome_interval_samples_and_why() -> None:
-    from pipeline.report_formats import render
+    from pipeline.report.formats import render
 
     record = inconclusive_p99(load("triton"))
     rows = gate_table_rows(parse_html(render_html(record)))

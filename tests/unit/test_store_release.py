@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.digest import deterministic_tar, sha256_bytes
 from pipeline.errors import ConflictError, StoreError, UsageError
-from pipeline.release import (
+from pipeline.release.manifest import (
     BlobSource,
     move_pointer,
     publish_release,
@@ -16,7 +16,7 @@ from pipeline.release import (
     rollback,
     utc_now,
 )
-from pipeline.store import LocalStore, open_store
+from pipeline.release.store.base import LocalStore, open_store
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_deterministic_tar(tmp_path: Path) -> None:
 
 
 def test_store_verify_finds_corrupt_blobs_and_dangling_pointers(store: LocalStore) -> None:
-    from pipeline.fsck import verify_store
+    from pipeline.release.verify import verify_store
 
     first = release(store, b"model-1")
     move_pointer(store, "demo", "staging", first, "promote", "a")
@@ -138,7 +138,7 @@ def test_store_verify_finds_corrupt_blobs_and_dangling_pointers(store: LocalStor
 
 
 def test_a_manifest_edited_after_promotion_is_refused(store: LocalStore) -> None:
-    from pipeline.fsck import verify_store
+    from pipeline.release.verify import verify_store
 
     first = release(store, b"model-1")
     second = release(store, b"model-2")

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from pipeline.config import LoadedSpec
 from pipeline.errors import ConflictError, StoreError
+from pipeline.spec.models import LoadedSpec
 
 CHUNK = 1 << 20
 HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -262,7 +262,7 @@ def open_store(url: str, workspace: Path, endpoint_url: str | None = None) -> St
             raise StoreError(f"store {url}: {root} is not writable ({errno.errorcode[13]})")
         return LocalStore(root, url)
     if url.startswith("s3://"):
-        from pipeline.s3_store import S3Store
+        from pipeline.release.store.s3 import S3Store
 
         return S3Store(url, endpoint_url)
     raise StoreError(f"store {url}: unknown scheme (expected file:// or s3://)")

@@ -36,7 +36,8 @@ from botocore.exceptions import (
 )
 
 from pipeline.errors import ConflictError, StoreError
-from pipeline.s3_checksum import (
+from pipeline.release.store.base import blob_key, read_verified
+from pipeline.release.store.s3_checksum import (
     MULTIPART_THRESHOLD,
     PART_SIZE,
     b64,
@@ -44,7 +45,6 @@ from pipeline.s3_checksum import (
     store_answer,
     stored_record,
 )
-from pipeline.store import blob_key, read_verified
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client

@@ -18,8 +18,8 @@ from typing import Any
 import psutil
 
 from pipeline.errors import PipelineError, ServerError
-from pipeline.images import BuildContext
-from pipeline.process import log_tail
+from pipeline.servers.docker.images import BuildContext
+from pipeline.servers.process import log_tail
 
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.config import Spec
+from pipeline.spec.models import Spec
 
 # NVIDIA's Triton image runs as triton-server (uid 1000) and TorchServe's as
 # model-server (uid 1000): a numeric user works on any base, named or not.

@@ -26,18 +26,11 @@ import numpy as np
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline import http
-from pipeline.config import (
-    DECLARED_HUGE_BYTES,
-    OVERSIZED_BODY_BYTES,
-    LoadedSpec,
-    ProbeName,
-    Spec,
-)
 from pipeline.digest import canonical_json, sha256_bytes, sha256_file
 from pipeline.errors import PipelineError, ServerError
-from pipeline.grpc_wire import GrpcRequest
-from pipeline.process import ManagedProcess
+from pipeline.measure.grpc_client import GrpcRequest
+from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch
+from pipeline.servers import http
 from pipeline.servers.base import (
     ASSETS,
     RUNTIME_MODULE,
@@ -47,8 +40,15 @@ from pipeline.servers.base import (
     RemoteLiveness,
     ServerStats,
 )
-from pipeline.servers.mar import build_mar, read_member
-from pipeline.tensors import NUMPY_DTYPES, Array, Batch
+from pipeline.servers.process import ManagedProcess
+from pipeline.servers.torchserve.mar import build_mar, read_member
+from pipeline.spec.models import (
+    DECLARED_HUGE_BYTES,
+    OVERSIZED_BODY_BYTES,
+    LoadedSpec,
+    ProbeName,
+    Spec,
+)
 
 MODEL_VERSION = "1.0"
 RESPONSE_TIMEOUT_S = 120

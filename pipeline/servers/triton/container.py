@@ -8,11 +8,11 @@ from pathlib import Path
 
 import psutil
 
-from pipeline.config import LoadedSpec
-from pipeline.docker_engine import BuiltImage, Container, DockerEngine
 from pipeline.errors import ServerError
-from pipeline.images import TRITON_PORTS
-from pipeline.servers.triton import TritonEndpoint, log_excerpt
+from pipeline.servers.docker.engine import BuiltImage, Container, DockerEngine
+from pipeline.servers.docker.images import TRITON_PORTS
+from pipeline.servers.triton.server import TritonEndpoint, log_excerpt
+from pipeline.spec.models import LoadedSpec
 
 
 class ContainerTritonServer(TritonEndpoint):

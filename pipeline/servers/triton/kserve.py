@@ -14,11 +14,11 @@ import numpy as np
 from tritonclient.grpc import service_pb2
 from tritonclient.http import InferenceServerClient, InferInput, InferRequestedOutput
 
-from pipeline.config import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ModelSpec, ProbeName
 from pipeline.errors import ServerError
-from pipeline.grpc_wire import GrpcRequest
+from pipeline.measure.grpc_client import GrpcRequest
+from pipeline.model.tensors import NUMPY_DTYPES, WIRE_DTYPES, Array, Batch
 from pipeline.servers.base import HttpRequest
-from pipeline.tensors import NUMPY_DTYPES, WIRE_DTYPES, Array, Batch
+from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ModelSpec, ProbeName
 
 
 def encode_infer(base_url: str, model: str, batch: Batch, dtypes: Mapping[str, str],

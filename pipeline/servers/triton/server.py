@@ -19,13 +19,11 @@ from typing import Any
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from pipeline import http
-from pipeline.config import LoadedSpec, ProbeName, Spec
 from pipeline.digest import deterministic_tar, sha256_bytes, sha256_file
 from pipeline.errors import PipelineError, ServerError
-from pipeline.grpc_wire import GrpcRequest
-from pipeline.process import ManagedProcess
-from pipeline.servers import kserve
+from pipeline.measure.grpc_client import GrpcRequest
+from pipeline.model.tensors import Array, Batch, config_dtype
+from pipeline.servers import http
 from pipeline.servers.base import (
     ASSETS,
     RUNTIME_MODULE,
@@ -35,7 +33,9 @@ from pipeline.servers.base import (
     RemoteLiveness,
     ServerStats,
 )
-from pipeline.tensors import Array, Batch, config_dtype
+from pipeline.servers.process import ManagedProcess
+from pipeline.servers.triton import kserve
+from pipeline.spec.models import LoadedSpec, ProbeName, Spec
 
 MODEL_VERSION = "1"
 

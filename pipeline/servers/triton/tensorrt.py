@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pipeline.config import Spec
-from pipeline.docker_engine import DockerEngine
 from pipeline.errors import PipelineError
+from pipeline.servers.docker.engine import DockerEngine
+from pipeline.spec.models import Spec
 
 
 def shape_arg(spec: Spec, batch: int) -> str:

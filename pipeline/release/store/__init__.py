@@ -1,0 +1,1 @@
+"""Store backends: the protocol (base), a local directory, S3."""
