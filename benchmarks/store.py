@@ -43,7 +43,8 @@ from pipeline.release.manifest import BlobSource, publish_release, rollback, utc
 from pipeline.release.promotion import promote_existing  # noqa: E402
 from pipeline.release.store.s3 import S3Store  # noqa: E402
 from pipeline.servers.ports import free_ports  # noqa: E402
-from pipeline.spec.models import LoadedSpec, load_spec  # noqa: E402
+from pipeline.spec.loading import load_spec  # noqa: E402
+from pipeline.spec.models import LoadedSpec  # noqa: E402
 
 MB = 2**20
 REPEATS = 5

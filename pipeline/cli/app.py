@@ -46,7 +46,8 @@ from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
 from pipeline.servers.base import ModelServer
 from pipeline.servers.torchserve.server import TorchServeEndpoint
 from pipeline.servers.triton.server import TritonEndpoint
-from pipeline.spec.models import LoadedSpec, json_schema, load_spec
+from pipeline.spec.loading import load_spec
+from pipeline.spec.models import LoadedSpec, json_schema
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Take a trained model to production through measured gates.")

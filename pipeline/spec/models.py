@@ -1,8 +1,7 @@
-"""The serve.yaml spec (version 1) as pydantic models, loaded with its environment overlay."""
+"""The serve.yaml spec (version 1) as pydantic models, and its JSON schema."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -14,7 +13,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -22,9 +20,6 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from pipeline import metric_names
-from pipeline.errors import SpecError, SpecIssue
-from pipeline.spec.issues import issues_from_validation
-from pipeline.spec.positions import KeyPath, Mark, PositionedDocument, format_path, load_document
 from pipeline.spec.units import (
     Duration,
     DurationField,
@@ -450,237 +445,6 @@ class LoadedSpec:
     @property
     def digest(self) -> str:
         return "sha256:" + sha256(self.canonical_json().encode()).hexdigest()
-
-
-def environment_names(workspace: Path) -> list[str]:
-    folder = workspace / "environments"
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
-
-
-def load_spec(path: Path, environment: str | None = None) -> LoadedSpec:
-    """Load, overlay and validate; raise SpecError with every issue found."""
-    spec_path = path.resolve() if path.exists() else path
-    workspace = spec_path.parent
-    base = load_document(spec_path, display=_display(path))
-    if not isinstance(base.data, dict):
-        raise SpecError([SpecIssue(base.file, 1, 1, "", "the spec must be a mapping of keys")])
-    documents = [base]
-    policy_data: dict[str, Any] = {}
-    if environment is not None:
-        overlay = _load_overlay(workspace, environment, path)
-        documents.append(overlay)
-        policy_data = {k: overlay.data.pop(k) for k in ENVIRONMENT_ONLY_KEYS if k in overlay.data}
-    merged = merge_documents(documents)
-    issues: list[SpecIssue] = []
-    spec: Spec | None = None
-    try:
-        spec = Spec.model_validate(merged.data)
-    except ValidationError as exc:
-        issues += issues_from_validation(exc, merged, Spec, hint_keys=_env_only_hint)
-    policy = EnvironmentPolicy()
-    if environment is not None:
-        overlay_doc = documents[-1]
-        try:
-            policy = EnvironmentPolicy.model_validate(policy_data)
-        except ValidationError as exc:
-            # The policy keys were taken out of the overlay's data: judge them where they were.
-            policy_doc = dataclasses.replace(overlay_doc, data=policy_data)
-            issues += issues_from_validation(exc, policy_doc, EnvironmentPolicy)
-    if spec is not None:
-        issues += semantic_issues(spec, merged, workspace)
-    if issues:
-        raise SpecError(issues)
-    assert spec is not None
-    return LoadedSpec(spec, policy, environment, spec_path, workspace,
-                      tuple(d.file for d in documents))
-
-
-def _display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
-def _env_only_hint(key: str) -> str | None:
-    if key in ENVIRONMENT_ONLY_KEYS:
-        return f"'{key}' belongs in an environment overlay (environments/<env>.yaml)"
-    return None
-
-
-def _load_overlay(workspace: Path, environment: str, spec_path: Path) -> PositionedDocument:
-    overlay_path = workspace / "environments" / f"{environment}.yaml"
-    if not re.match(NAME_PATTERN, environment) or not overlay_path.is_file():
-        known = environment_names(workspace)
-        from difflib import get_close_matches
-
-        close = get_close_matches(environment, known, n=1, cutoff=0.5)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        listed = ", ".join(known) if known else "none"
-        raise SpecError([SpecIssue(
-            _display(overlay_path), 1, 1, "",
-            f"no environment '{environment}' next to {_display(spec_path)} "
-            f"(known: {listed}){hint}")])
-    document = load_document(overlay_path, display=_display(overlay_path))
-    if document.data is None or document.data == {}:
-        document.data = {}
-    if not isinstance(document.data, dict):
-        raise SpecError([SpecIssue(document.file, 1, 1, "",
-                                   "an environment overlay must be a mapping of keys")])
-    return document
-
-
-def merge_documents(documents: list[PositionedDocument]) -> PositionedDocument:
-    """Deep-merge mappings (later wins; a list replaces a list), keeping marks."""
-    merged = PositionedDocument(documents[0].file, {}, {}, {})
-    for document in documents:
-        merged.data = _merge(merged.data, document.data)
-        for path in _replaced_paths(document.data, ()):
-            for marks in (merged.value_marks, merged.key_marks):
-                for known in [p for p in marks if p[: len(path)] == path and len(p) > len(path)]:
-                    del marks[known]
-        merged.value_marks.update(document.value_marks)
-        merged.key_marks.update(document.key_marks)
-    return merged
-
-
-def _merge(base: Any, overlay: Any) -> Any:
-    if isinstance(base, dict) and isinstance(overlay, dict):
-        out = dict(base)
-        for key, value in overlay.items():
-            out[key] = _merge(base[key], value) if key in base else value
-        return out
-    return overlay
-
-
-def _replaced_paths(data: Any, path: KeyPath) -> list[KeyPath]:
-    """Paths whose value replaces (rather than merges into) what was there."""
-    if isinstance(data, dict):
-        out: list[KeyPath] = []
-        for key, value in data.items():
-            out += _replaced_paths(value, (*path, key))
-        return out
-    return [path]
-
-
-def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -> list[SpecIssue]:
-    """Rules that span keys: the latency budget, files that must exist, what can run."""
-    issues: list[SpecIssue] = []
-
-    def add(path: KeyPath, message: str) -> None:
-        mark: Mark = document.mark_for(path)
-        issues.append(SpecIssue(mark.file, mark.line, mark.column, format_path(path), message))
-
-    slo = spec.slo
-    queue_budget = slo.queue_budget()
-    p99_at = document.mark_for(("slo", "p99"))
-    items = " + ".join(f"{name} {value}" for name, value in slo.budget.items() if value.ns)
-    if queue_budget.ns <= 0:
-        add(("slo", "budget"), f"the budget items ({items}) use all of slo.p99 {slo.p99}; "
-            "nothing is left for queueing")
-    elif spec.server.batching.max_queue_delay > queue_budget:
-        add(("server", "batching", "max_queue_delay"),
-            f"{spec.server.batching.max_queue_delay} exceeds the queue budget {queue_budget} "
-            f"(slo.p99 {slo.p99} from {p99_at.file}:{p99_at.line}"
-            + (f" − {items}" if items else "") + ")")
-    if slo.p95 is not None and slo.p95 > slo.p99:
-        add(("slo", "p95"), f"p95 {slo.p95} is above p99 {slo.p99}")
-
-    root = project_root(workspace)
-    inputs: list[tuple[KeyPath, str | None]] = [
-        (("model", "source"), spec.model.source.path),
-        (("model", "entrypoint"), (spec.model.entrypoint or "").rpartition(":")[0] or None),
-        (("stages", "parity", "data"), spec.stages.parity.data)]
-    for key, relative in inputs:
-        if relative is not None and not inside(workspace / relative, root):
-            add(key, f"{relative} resolves to {(workspace / relative).resolve()}, outside the "
-                f"project ({root}): inputs must stay inside the spec's repository (a symlink "
-                "out of it counts)")
-            return issues
-    if spec.model.source.path is not None:
-        source = workspace / spec.model.source.path
-        if not source.is_file():
-            add(("model", "source"), f"model file not found: {source}")
-    dvc = spec.model.source.dvc
-    if dvc is not None and "://" not in dvc.repo and not dvc.repo.startswith("git@") \
-            and not (workspace / dvc.repo).is_dir():
-        add(("model", "source", "dvc", "repo"), f"repository not found: {workspace / dvc.repo}")
-    if spec.model.entrypoint is not None:
-        file_part = spec.model.entrypoint.partition(":")[0]
-        if ":" not in spec.model.entrypoint or not file_part.endswith(".py"):
-            add(("model", "entrypoint"), "expected 'file.py:callable'")
-        elif not (workspace / file_part).is_file():
-            add(("model", "entrypoint"), f"entrypoint file not found: {workspace / file_part}")
-    if spec.stages.parity.data is not None and not (workspace / spec.stages.parity.data).is_file():
-        add(("stages", "parity", "data"), f"parity data not found: "
-            f"{workspace / spec.stages.parity.data}")
-
-    server = spec.server
-    known_ports = TRITON_PORTS if server.kind == "triton" else TORCHSERVE_PORTS
-    if server.runtime == "docker":
-        if server.image is None or server.image.base is None:
-            add(("server", "image", "base"), "runtime docker needs server.image.base (the "
-                "image the serving image is built on)")
-        if server.kind == "torchserve":
-            add(("server", "runtime"), "runtime docker is available for Triton in this "
-                "version; TorchServe runs as a local process (its image can still be built "
-                "and published with server.image)")
-        if server.backend in ("onnxruntime", "tensorrt") and spec.model.format != "onnx":
-            add(("server", "backend"), f"backend {server.backend} serves ONNX models "
-                "(model.format: onnx)")
-        if server.backend == "pytorch" and spec.model.format != "torchscript":
-            add(("server", "backend"), "backend pytorch serves TorchScript models "
-                "(model.format: torchscript)")
-    elif server.kind == "triton" and server.backend != "python":
-        add(("server", "backend"), f"'{server.backend}' exists only in NVIDIA's Triton "
-            "images (runtime: docker); the local tritonserver has the python backend, "
-            "which runs TorchScript, eager and ONNX models")
-    if server.kind == "torchserve":
-        if server.backend != "python":
-            add(("server", "backend"), "server.backend is Triton's; TorchServe runs the model "
-                "in its Python workers (leave it out)")
-        if server.batching.max_queue_delay.exact_in("ms") is None:
-            add(("server", "batching", "max_queue_delay"),
-                f"{server.batching.max_queue_delay} is not a whole number of milliseconds: "
-                "TorchServe's maxBatchDelay counts milliseconds, and rounding would change "
-                "the latency you measured")
-    elif server.batching.max_queue_delay.exact_in("us") is None:
-        add(("server", "batching", "max_queue_delay"),
-            f"{server.batching.max_queue_delay} is not a whole number of microseconds "
-            "(Triton's max_queue_delay_microseconds)")
-    for name in sorted(set(server.ports) - set(known_ports)):
-        add(("server", "ports", name), f"unknown port name; {server.kind}'s are "
-            f"{', '.join(known_ports)}")
-    if spec.model.format == "onnx" and spec.model.source.path is not None \
-            and not spec.model.source.path.endswith(".onnx"):
-        add(("model", "source"), "format onnx expects a .onnx file")
-    if server.kind == "torchserve" and spec.stages.latency.protocol == "grpc":
-        add(("stages", "latency", "protocol"), "gRPC load is measured for Triton only; use "
-            "http with TorchServe")
-    if spec.stages.latency.batch_size > server.batching.max_batch_size:
-        add(("stages", "latency", "batch_size"),
-            f"{spec.stages.latency.batch_size} is over server.batching.max_batch_size "
-            f"{server.batching.max_batch_size}")
-    for index, metric in enumerate(spec.stages.regression.metrics):
-        if metric not in metric_names.WATCHABLE:
-            guess = metric_names.closest(metric)
-            add(("stages", "regression", "metrics", index), f"unknown metric '{metric}'" + (
-                f"; did you mean '{guess}'?" if guess else
-                "; expected stage.metric, e.g. latency.p99_ms (see `serve-pipeline schema`)"))
-    return issues
-
-
-def project_root(workspace: Path) -> Path:
-    """The git work tree holding the spec, else the spec's own folder."""
-    folder = workspace.resolve()
-    for candidate in (folder, *folder.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return folder
-
-
-def inside(path: Path, root: Path) -> bool:
-    return path.resolve().is_relative_to(root.resolve())
 
 
 def json_schema() -> dict[str, Any]:

@@ -22,7 +22,7 @@ from pipeline.model.tensors import load_samples, take
 from pipeline.report.formats import render
 from pipeline.servers.ports import free_ports
 from pipeline.servers.triton.server import TritonKind
-from pipeline.spec.models import load_spec
+from pipeline.spec.loading import load_spec
 
 from .conftest import cli, fast_spec, latest_record
 

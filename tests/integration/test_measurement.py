@@ -18,7 +18,8 @@ from pipeline.servers.base import HttpRequest, ModelServer
 from pipeline.servers.ports import free_ports
 from pipeline.servers.torchserve.server import TorchServeKind
 from pipeline.servers.triton.server import TritonInstallation, TritonKind, TritonServer
-from pipeline.spec.models import LoadedSpec, load_spec
+from pipeline.spec.loading import load_spec
+from pipeline.spec.models import LoadedSpec
 
 from .conftest import cli, latest_record
 

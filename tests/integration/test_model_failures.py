@@ -20,7 +20,8 @@ from pipeline.servers.base import ModelServer, send
 from pipeline.servers.ports import free_ports
 from pipeline.servers.torchserve.server import TorchServeKind, TorchServeServer
 from pipeline.servers.triton.server import TritonKind, TritonServer
-from pipeline.spec.models import LoadedSpec, load_spec
+from pipeline.spec.loading import load_spec
+from pipeline.spec.models import LoadedSpec
 
 from .bad_models import BadModel, bad_model_spec, write_bad_model
 from .conftest import cli, fast_spec, latest_record

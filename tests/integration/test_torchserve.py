@@ -15,7 +15,7 @@ import pytest
 from pipeline.errors import ServerError
 from pipeline.servers.ports import free_ports
 from pipeline.servers.torchserve.server import TorchServeKind
-from pipeline.spec.models import load_spec
+from pipeline.spec.loading import load_spec
 
 from .conftest import cli, latest_record
 

@@ -22,7 +22,7 @@ from pipeline.release.manifest import (
 )
 from pipeline.release.promotion import approvals, approve, promote_existing
 from pipeline.release.store.base import LocalStore, open_store
-from pipeline.spec.models import load_spec
+from pipeline.spec.loading import load_spec
 
 NAME = "fraud-mlp"
 POLICY = "requires: [staging]\napproval: {required: true, distinct_from_creator: true}\n"

@@ -8,7 +8,7 @@ from pydantic_core import PydanticCustomError
 from pipeline.errors import SpecError
 from pipeline.gates import memory_growth
 from pipeline.gates.memory_growth import GATE, gate, growth
-from pipeline.spec.models import load_spec
+from pipeline.spec.loading import load_spec
 from pipeline.spec.units import ByteSize, parse_size
 
 

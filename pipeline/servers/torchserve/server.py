@@ -1,4 +1,4 @@
-"""TorchServe: a reproducible .mar, config.properties from the spec, an isolated local JVM.
+"""TorchServe: a reproducible .mar and an isolated local JVM serving it.
 
 Isolation: each run gets its own working directory (key_file.json, logs),
 TMPDIR/TEMP (pid file, worker sockets, extracted models), ports on 127.0.0.1
@@ -18,13 +18,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psutil
-from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.digest import canonical_json, sha256_bytes, sha256_file
 from pipeline.errors import PipelineError, ServerError
@@ -38,10 +36,18 @@ from pipeline.servers.base import (
     EndpointLifecycle,
     HttpRequest,
     RemoteLiveness,
-    ServerStats,
 )
 from pipeline.servers.process import ManagedProcess
 from pipeline.servers.torchserve.mar import build_mar, read_member
+from pipeline.servers.torchserve.properties import (
+    MODEL_VERSION,
+    PORT_NAMES,
+    PRODUCTION_PORTS,
+    check_properties,
+    render_properties,
+    serve_spec,
+)
+from pipeline.servers.torchserve.stats import TorchServeStats
 from pipeline.spec.models import (
     DECLARED_HUGE_BYTES,
     OVERSIZED_BODY_BYTES,
@@ -49,157 +55,6 @@ from pipeline.spec.models import (
     ProbeName,
     Spec,
 )
-
-MODEL_VERSION = "1.0"
-RESPONSE_TIMEOUT_S = 120
-PORT_NAMES: tuple[str, ...] = ("inference", "management", "metrics", "grpc_inference",
-                               "grpc_management")
-PRODUCTION_PORTS = {"inference": 8080, "management": 8081, "metrics": 8082,
-                    "grpc_inference": 7070, "grpc_management": 7071}
-BATCH_METRIC = "ServePipelineBatches"
-
-
-# ---------------------------------------------------------------- config.properties
-
-
-def max_batch_delay_ms(spec: Spec) -> int:
-    wanted = spec.server.batching.max_queue_delay
-    delay = wanted.exact_in("ms")
-    if delay is None:
-        raise PipelineError(f"server.batching.max_queue_delay {wanted} is not a whole number "
-                            "of milliseconds (TorchServe's maxBatchDelay)")
-    return delay
-
-
-def models_entry(spec: Spec) -> dict[str, Any]:
-    workers = spec.server.instances
-    return {spec.name: {MODEL_VERSION: {
-        "defaultVersion": True, "marName": f"{spec.name}.mar",
-        "minWorkers": workers, "maxWorkers": workers,
-        "batchSize": spec.server.batching.max_batch_size,
-        "maxBatchDelay": max_batch_delay_ms(spec),
-        "responseTimeout": RESPONSE_TIMEOUT_S}}}
-
-
-def render_properties(spec: Spec, ports: Mapping[str, int], model_store: str,
-                      loopback_only: bool) -> str:
-    """config.properties. Production binds the management API to loopback only; a run
-    binds everything to loopback."""
-    public = "127.0.0.1" if loopback_only else "0.0.0.0"
-    lines = [
-        "# Rendered by serve-pipeline from serve.yaml; do not edit by hand.",
-        f"inference_address=http://{public}:{ports['inference']}",
-        f"management_address=http://127.0.0.1:{ports['management']}",
-        f"metrics_address=http://{public}:{ports['metrics']}",
-        f"grpc_inference_address={public}",
-        f"grpc_inference_port={ports['grpc_inference']}",
-        "grpc_management_address=127.0.0.1",
-        f"grpc_management_port={ports['grpc_management']}",
-        f"model_store={model_store}",
-        f"load_models={spec.name}.mar",
-        f"default_workers_per_model={spec.server.instances}",
-        "models=" + json.dumps(models_entry(spec), sort_keys=True),
-        "metrics_mode=prometheus",
-        "model_metrics_auto_detect=true",
-        "disable_token_authorization=false",
-        f"enable_model_api={'true' if spec.server.model_api else 'false'}",
-        "install_py_dep_per_model=false",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    properties = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            properties[key.strip()] = value.strip()
-    return properties
-
-
-def check_properties(text: str, spec: Spec) -> list[str]:
-    """Parse config.properties back and compare what TorchServe will read with the spec."""
-    properties = parse_properties(text)
-    problems = []
-    try:
-        models = json.loads(properties.get("models", ""))
-    except ValueError:
-        return ["models= is not valid JSON"]
-    if models != models_entry(spec):
-        problems.append(f"models= {models} differs from the spec {models_entry(spec)}")
-    if properties.get("disable_token_authorization") != "false":
-        problems.append("token authorization must stay on")
-    if properties.get("metrics_mode") != "prometheus":
-        problems.append("metrics_mode must be prometheus")
-    if "127.0.0.1" not in properties.get("management_address", ""):
-        problems.append("the management API must listen on loopback only")
-    return problems
-
-
-def serve_spec(spec: Spec, entrypoint_file: str | None) -> dict[str, Any]:
-    """What the handler needs to know, packed into the archive as serve_spec.json."""
-    return {
-        "format": spec.model.format,
-        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": t.shape} for t in spec.model.inputs],
-        "outputs": [{"name": t.name, "dtype": t.dtype, "shape": t.shape}
-                    for t in spec.model.outputs],
-        "max_items": spec.server.batching.max_batch_size,
-        "entrypoint": entrypoint_file,
-        "trusted": spec.model.trusted,
-    }
-
-
-# ---------------------------------------------------------------- statistics
-
-
-@dataclass(frozen=True)
-class TorchServeStats:
-    requests: float = 0.0
-    inference_us: float = 0.0
-    queue_us: float = 0.0
-    batch_executions: dict[int, int] = field(default_factory=dict)
-
-    @classmethod
-    def from_prometheus(cls, text: str, model: str) -> TorchServeStats:
-        # The parser names counter samples "<name>_total" whatever the exposition said.
-        values = {"ts_inference_requests": 0.0, "ts_inference_latency_microseconds": 0.0,
-                  "ts_queue_latency_microseconds": 0.0}
-        batches: dict[int, int] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                name = sample.name.removesuffix("_total")
-                if name in values and sample.labels.get("model_name") == model:
-                    values[name] += sample.value
-                elif name == BATCH_METRIC and sample.labels.get("ModelName") == model:
-                    size = int(sample.labels.get("BatchSize", "0"))
-                    batches[size] = batches.get(size, 0) + int(sample.value)
-        return cls(values["ts_inference_requests"],
-                   values["ts_inference_latency_microseconds"],
-                   values["ts_queue_latency_microseconds"], batches)
-
-    def since(self, before: ServerStats) -> TorchServeStats:
-        assert isinstance(before, TorchServeStats)
-        return TorchServeStats(
-            self.requests - before.requests, self.inference_us - before.inference_us,
-            self.queue_us - before.queue_us,
-            {size: count - before.batch_executions.get(size, 0)
-             for size, count in self.batch_executions.items()
-             if count - before.batch_executions.get(size, 0) > 0})
-
-    def window_metrics(self) -> dict[str, float]:
-        requests = max(self.requests, 1.0)
-        executions = sum(self.batch_executions.values())
-        batched = sum(size * count for size, count in self.batch_executions.items())
-        return {
-            "server_requests": self.requests,
-            "server_executions": float(executions),
-            "server_avg_batch_size": batched / executions if executions else 0.0,
-            "server_queue_us": self.queue_us / requests,
-            "server_compute_infer_us": max(self.inference_us - self.queue_us, 0.0) / requests,
-            "server_inference_us": self.inference_us / requests,
-        }
-
 
 # ---------------------------------------------------------------- the process
 
@@ -375,8 +230,6 @@ class TorchServeEndpoint(EndpointLifecycle):
     def grpc_request(self, batch: Batch) -> GrpcRequest | None:
         """TorchServe's gRPC API is not measured (validate refuses protocol: grpc)."""
         return None
-
-
 
 
 class TorchServeServer(TorchServeEndpoint):
