@@ -39,7 +39,8 @@ sys.path.insert(0, str(REPO))
 import boto3  # noqa: E402
 
 from pipeline.release.identity import acting_identity  # noqa: E402
-from pipeline.release.manifest import BlobSource, publish_release, rollback, utc_now  # noqa: E402
+from pipeline.release.manifest import BlobSource, publish_release, utc_now  # noqa: E402
+from pipeline.release.pointers import rollback  # noqa: E402
 from pipeline.release.promotion import promote_existing  # noqa: E402
 from pipeline.release.store.s3 import S3Store  # noqa: E402
 from pipeline.servers.ports import free_ports  # noqa: E402

@@ -14,7 +14,7 @@ from pipeline.context import RunContext
 from pipeline.digest import sha256_file
 from pipeline.errors import PipelineError
 from pipeline.model.source import ResolvedSource, resolve_model_source
-from pipeline.release.store.base import store_for
+from pipeline.release.store import store_for
 from pipeline.results import Artifact, StageResult, Status
 from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact

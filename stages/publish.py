@@ -7,7 +7,8 @@ from typing import Any
 from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.release.identity import acting_identity
-from pipeline.release.manifest import BlobSource, move_pointer, publish_release, utc_now
+from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.pointers import move_pointer
 from pipeline.release.promotion import commit_promotion
 from pipeline.release.regression import (
     fallbacks_used,
@@ -15,7 +16,8 @@ from pipeline.release.regression import (
     live_release_gate,
     regression_gates,
 )
-from pipeline.release.store.base import Store, store_for
+from pipeline.release.store import store_for
+from pipeline.release.store.base import Store
 from pipeline.results import Gate, StageResult, Status
 
 NAME = "publish"

@@ -16,19 +16,20 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from pipeline.cli.github import annotate, job_summary
 from pipeline.cli.progress import LiveView
 from pipeline.context import RunContext
 from pipeline.errors import (
     Interrupted,
     PipelineError,
     PipelineFailed,
-    SpecError,
     UsageError,
 )
 from pipeline.model.source import resolve_model_source
 from pipeline.record import load_run_record, runs_dir
 from pipeline.release.identity import acting_identity, acting_user, claimed_name, names_of
-from pipeline.release.manifest import list_releases, read_manifest, read_pointer, rollback
+from pipeline.release.manifest import list_releases, read_manifest
+from pipeline.release.pointers import read_pointer, rollback
 from pipeline.release.promotion import (
     CheckedPromotion,
     approve,
@@ -38,7 +39,8 @@ from pipeline.release.promotion import (
     creator_names,
     promote_existing,
 )
-from pipeline.release.store.base import Store, store_for
+from pipeline.release.store import store_for
+from pipeline.release.store.base import Store
 from pipeline.release.verify import verify_store
 from pipeline.report.formats import Format, baseline_for, render
 from pipeline.report.terminal import render_terminal
@@ -303,14 +305,7 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
     text = render(record, output, baseline)
     sys.stdout.write(text)
     if output == "markdown":
-        _job_summary(text)
-
-
-def _job_summary(markdown: str) -> None:
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with Path(summary).open("a", encoding="utf-8") as handle:
-            handle.write(markdown + "\n")
+        job_summary(text)
 
 
 store_app = typer.Typer(help="Inspect the release store.", no_args_is_help=True)
@@ -385,7 +380,7 @@ def _write_reports(loaded: LoadedSpec, record: dict[str, Any], run_dir: Path) ->
         baseline = None
     (run_dir / "report.html").write_text(render(record, "html", baseline), encoding="utf-8")
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        _job_summary(render(record, "markdown", baseline))
+        job_summary(render(record, "markdown", baseline))
 
 
 def _find_record(loaded: LoadedSpec, identifier: str) -> dict[str, Any]:
@@ -409,20 +404,6 @@ def _find_record(loaded: LoadedSpec, identifier: str) -> dict[str, Any]:
             "stages": verification["stages"]}
 
 
-def _annotate(exc: PipelineError) -> None:
-    """Workflow commands GitHub shows on the file and line of a spec error."""
-    def escape(text: str) -> str:
-        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-    if isinstance(exc, SpecError):
-        for issue in exc.issues:
-            where = f"file={escape(issue.file)},line={issue.line},col={issue.column}"
-            key = f"{issue.path}: " if issue.path else ""
-            sys.stdout.write(f"::error {where}::{escape(key + issue.message)}\n")
-    else:
-        sys.stdout.write(f"::error::{escape(str(exc))}\n")
-
-
 def _terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -437,7 +418,7 @@ def main(argv: list[str] | None = None) -> None:
         for line in exc.lines():
             err.print(Text.assemble(("error: ", "bold red"), line), soft_wrap=True)
         if os.environ.get("GITHUB_ACTIONS") == "true":
-            _annotate(exc)
+            annotate(exc)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -20,14 +20,8 @@ from typing import Any
 from pipeline.digest import canonical_json
 from pipeline.errors import PolicyError, StoreError, UsageError
 from pipeline.release.identity import names_of
-from pipeline.release.manifest import (
-    iso,
-    move_pointer,
-    read_manifest,
-    read_pointer,
-    utc_now,
-    verify_release,
-)
+from pipeline.release.manifest import iso, read_manifest, utc_now, verify_release
+from pipeline.release.pointers import move_pointer, read_pointer
 from pipeline.release.store.base import Store
 from pipeline.spec.models import LoadedSpec
 

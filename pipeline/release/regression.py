@@ -13,9 +13,11 @@ from typing import Any
 
 from pipeline.errors import StoreError, UsageError
 from pipeline.metric_names import BASELINE_FALLBACKS
-from pipeline.release.manifest import read_manifest, read_pointer
+from pipeline.release.manifest import read_manifest
+from pipeline.release.pointers import read_pointer
 from pipeline.release.store.base import Store
-from pipeline.report.views import Delta, compare, metric_direction, metrics
+from pipeline.report.compare import Delta, compare, metric_direction
+from pipeline.report.views import metrics
 from pipeline.results import Gate
 from pipeline.spec.models import RegressionStage
 

@@ -8,7 +8,7 @@ from itertools import pairwise
 from typing import Any
 
 from pipeline.digest import sha256_bytes
-from pipeline.release.manifest import audit_key
+from pipeline.release.pointers import audit_key
 from pipeline.release.store.base import Store
 
 

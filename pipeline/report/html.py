@@ -14,6 +14,7 @@ from typing import Any
 from pipeline.report import charts
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
+from pipeline.report.compare import DEFAULT_TOLERANCE, Direction, comparability_note, compare
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
 
@@ -398,10 +399,10 @@ def _comparison(parent: ET.Element, record: Mapping[str, Any],
     _el(section, "p", f"Live release {baseline.get('release_id') or '—'} (run "
         f"{baseline.get('run_id') or '—'}). Regressions are changes for the worse beyond "
         f"{tolerance:.0%}: latency, errors and memory up, throughput down.", cls="muted")
-    note = data.comparability_note(record, baseline)
+    note = comparability_note(record, baseline)
     if note:
         _el(section, "p", note, cls="failure")
-    deltas = data.compare(record, baseline, tolerance)
+    deltas = compare(record, baseline, tolerance)
     regressed = [delta for delta in deltas if delta.regressed]
     if regressed:
         names = ", ".join(f"{d.stage}.{d.metric} {d.change_text}" for d in regressed)
@@ -417,7 +418,7 @@ def _comparison(parent: ET.Element, record: Mapping[str, Any],
                   table_id="deltas")
     for delta in deltas:
         cls = ("regressed" if delta.regressed else "improved" if delta.improved
-               else "neutral" if delta.direction is data.Direction.NEUTRAL else "same")
+               else "neutral" if delta.direction is Direction.NEUTRAL else "same")
         row = _el(body, "tr", cls=cls)
         _el(row, "td", delta.stage, cls="stage")
         _el(row, "td", delta.metric, cls="mono")
@@ -446,7 +447,7 @@ def _provenance(parent: ET.Element, record: Mapping[str, Any]) -> None:
 
 
 def render_html(record: dict[str, Any], baseline: dict[str, Any] | None = None, *,
-                tolerance: float = data.DEFAULT_TOLERANCE) -> str:
+                tolerance: float = DEFAULT_TOLERANCE) -> str:
     """The whole report as one HTML document: inline CSS, inline SVG, no script."""
     html = ET.Element("html", {"lang": "en"})
     head = _el(html, "head")

@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
+from pipeline.report.compare import DEFAULT_TOLERANCE, comparability_note, compare
 
 STATUS_ICON = {"passed": "✅", "failed": "❌", "aborted": "⏹️", "skipped": "⏭️",
                "running": "⏳"}
@@ -143,10 +144,10 @@ def _comparison(record: Mapping[str, Any], baseline: Mapping[str, Any] | None,
              f"Live release {code(baseline.get('release_id') or '—')} (run "
              f"{code(baseline.get('run_id') or '—')}); a regression is a change for the "
              f"worse beyond {tolerance:.0%}.", ""]
-    note = data.comparability_note(record, baseline)
+    note = comparability_note(record, baseline)
     if note:
         lines += [f"> ⚠️ {cell(note)}", ""]
-    deltas = data.compare(record, baseline, tolerance)
+    deltas = compare(record, baseline, tolerance)
     regressed = [delta for delta in deltas if delta.regressed]
     if regressed:
         plural = "s" if len(regressed) > 1 else ""
@@ -165,7 +166,7 @@ def _comparison(record: Mapping[str, Any], baseline: Mapping[str, Any] | None,
 
 
 def render_markdown(record: dict[str, Any], baseline: dict[str, Any] | None = None, *,
-                    tolerance: float = data.DEFAULT_TOLERANCE) -> str:
+                    tolerance: float = DEFAULT_TOLERANCE) -> str:
     lines = [*_header(record), *_gates(record), *_measurements(record), *_knee(record),
              *_comparison(record, baseline, tolerance)]
     return "\n".join(lines).rstrip() + "\n"

@@ -10,11 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-DEFAULT_TOLERANCE = 0.10
-COMPARED_STAGES = ("latency", "saturation")
 COMPARISON_SYMBOL = {"<=": "≤", ">=": "≥", "<": "<", ">": ">", "==": "=", "!=": "≠"}
 COMPUTE_METRICS = ("server_compute_input_us", "server_compute_infer_us",
                    "server_compute_output_us")
@@ -28,7 +25,7 @@ def number(value: Any) -> float | None:
     return result if math.isfinite(result) else None
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
@@ -54,7 +51,7 @@ def ms(value_ms: float | None) -> str:
 
 
 def stages(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [_dict(item) for item in _list(record.get("stages")) if isinstance(item, Mapping)]
+    return [as_dict(item) for item in _list(record.get("stages")) if isinstance(item, Mapping)]
 
 
 def stage(record: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -65,13 +62,13 @@ def stage(record: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 
 def metrics(record: Mapping[str, Any], stage_name: str) -> dict[str, float]:
-    raw = _dict(stage(record, stage_name).get("metrics"))
+    raw = as_dict(stage(record, stage_name).get("metrics"))
     return {str(key): value for key, raw_value in raw.items()
             if (value := number(raw_value)) is not None}
 
 
 def details(record: Mapping[str, Any], stage_name: str) -> dict[str, Any]:
-    return _dict(stage(record, stage_name).get("details"))
+    return as_dict(stage(record, stage_name).get("details"))
 
 
 @dataclass(frozen=True)
@@ -135,7 +132,7 @@ def gate_rows(record: Mapping[str, Any]) -> list[GateRow]:
     rows = []
     for item in stages(record):
         for gate in _list(item.get("gates")):
-            gate = _dict(gate)
+            gate = as_dict(gate)
             unit = str(gate.get("unit") or "")
             comparison = str(gate.get("comparison") or "")
             threshold = format_value(gate.get("threshold"), unit)
@@ -155,8 +152,8 @@ def gate_rows(record: Mapping[str, Any]) -> list[GateRow]:
 def gate_threshold(record: Mapping[str, Any], gate_name: str) -> float | None:
     for item in stages(record):
         for gate in _list(item.get("gates")):
-            if _dict(gate).get("name") == gate_name:
-                return number(_dict(gate).get("threshold"))
+            if as_dict(gate).get("name") == gate_name:
+                return number(as_dict(gate).get("threshold"))
     return None
 
 
@@ -266,7 +263,7 @@ class Batches:
 
 def batches(record: Mapping[str, Any]) -> Batches | None:
     info = details(record, "latency")
-    raw = _dict(info.get("batch_executions"))
+    raw = as_dict(info.get("batch_executions"))
     executions: dict[int, int] = {}
     for key, value in raw.items():
         count = number(value)
@@ -292,7 +289,7 @@ class Probe:
 def probes(record: Mapping[str, Any]) -> list[Probe]:
     found = []
     for raw in _list(details(record, "saturation").get("probes")):
-        probe = _dict(raw)
+        probe = as_dict(raw)
         concurrency, p99 = number(probe.get("concurrency")), number(probe.get("p99_ms"))
         if concurrency is None or p99 is None or concurrency <= 0:
             continue
@@ -381,103 +378,6 @@ def burst(record: Mapping[str, Any]) -> Burst | None:
                  valid if isinstance(valid, bool) else None)
 
 
-class Direction(Enum):
-    LOWER_IS_BETTER = "lower"
-    HIGHER_IS_BETTER = "higher"
-    NEUTRAL = "neutral"
-
-
-# Load settings and counts: they describe how a run was measured, not how well it went.
-NEUTRAL_METRICS = frozenset({
-    "concurrency", "batch_size", "queue_budget_us", "requests", "server_requests",
-    "queue_mean_budget_us", "latency_samples", "windows_kept",
-    "server_executions", "server_processes", "server_avg_batch_size", "probes",
-    "burst_rate_rps", "burst_base_rate_rps", "client_cpu_ms_per_request",
-})
-
-
-def metric_direction(name: str) -> Direction:
-    if name in NEUTRAL_METRICS:
-        return Direction.NEUTRAL
-    if "throughput" in name or name.endswith("_rps") or name == "knee_concurrency":
-        return Direction.HIGHER_IS_BETTER
-    if name.endswith(("_ms", "_us", "_s", "_mb")) or "error" in name:
-        return Direction.LOWER_IS_BETTER
-    return Direction.NEUTRAL
-
-
-@dataclass(frozen=True)
-class Delta:
-    stage: str
-    metric: str
-    baseline: float | None
-    current: float | None
-    direction: Direction
-    tolerance: float
-
-    @property
-    def change(self) -> float | None:
-        """Relative change; ±inf when the baseline was zero and this run is not."""
-        if self.baseline is None or self.current is None:
-            return None
-        if self.baseline == 0:
-            return 0.0 if self.current == 0 else math.copysign(math.inf, self.current)
-        return (self.current - self.baseline) / abs(self.baseline)
-
-    @property
-    def worse_by(self) -> float | None:
-        """How much worse this run is, as a fraction (negative when it is better)."""
-        change = self.change
-        if change is None or self.direction is Direction.NEUTRAL:
-            return None
-        return change if self.direction is Direction.LOWER_IS_BETTER else -change
-
-    @property
-    def regressed(self) -> bool:
-        worse = self.worse_by
-        return worse is not None and worse > self.tolerance
-
-    @property
-    def improved(self) -> bool:
-        worse = self.worse_by
-        return worse is not None and -worse > self.tolerance
-
-    @property
-    def change_text(self) -> str:
-        change = self.change
-        if change is None:
-            return "—"
-        if math.isinf(change):
-            return "new" if change > 0 else "−∞"
-        return f"{change:+.1%}"
-
-
-def compare(record: Mapping[str, Any], baseline: Mapping[str, Any],
-            tolerance: float = DEFAULT_TOLERANCE) -> list[Delta]:
-    deltas: list[Delta] = []
-    for stage_name in COMPARED_STAGES:
-        now, before = metrics(record, stage_name), metrics(baseline, stage_name)
-        names = list(before) + [name for name in now if name not in before]
-        deltas.extend(Delta(stage_name, name, before.get(name), now.get(name),
-                            metric_direction(name), tolerance) for name in names)
-    return deltas
-
-
-def comparability_note(record: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
-    """Why deltas may not be like for like: the load or the server differ."""
-    notes = []
-    now, before = metrics(record, "latency"), metrics(baseline, "latency")
-    for key in ("concurrency", "batch_size"):
-        if key in now and key in before and now[key] != before[key]:
-            notes.append(f"latency {key} {before[key]:g} → {now[key]:g}")
-    kinds = [_dict(item.get("server")).get("kind") for item in (baseline, record)]
-    if all(kinds) and kinds[0] != kinds[1]:
-        notes.append(f"server {kinds[0]} → {kinds[1]}")
-    if not notes:
-        return ""
-    return "Measured under different conditions (" + "; ".join(notes) + "): not like for like."
-
-
 def status_counts(rows: list[GateRow]) -> tuple[int, int]:
     failed = sum(1 for row in rows if not row.passed)
     return len(rows) - failed, failed
@@ -494,7 +394,7 @@ def first_failure(record: Mapping[str, Any]) -> StageRow | None:
 def provenance(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Every identifying field the record holds, flattened to (key path, text)."""
     rows: list[tuple[str, str]] = []
-    server = _dict(record.get("server"))
+    server = as_dict(record.get("server"))
     top = [("run id", record.get("run_id")), ("release id", record.get("release_id")),
            ("name", record.get("name")), ("command", record.get("command")),
            ("environment", record.get("environment")),
@@ -510,15 +410,15 @@ def provenance(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     for key, value in record.items():
         if str(key).startswith("model"):
             rows.extend(_flatten(str(key), value))
-    for name, artifact in _dict(stage(record, "build").get("artifacts")).items():
-        digest = _dict(artifact).get("sha256")
+    for name, artifact in as_dict(stage(record, "build").get("artifacts")).items():
+        digest = as_dict(artifact).get("sha256")
         if digest:
             rows.append((f"build artifact {name}", f"sha256:{digest}"))
     publish = details(record, "publish")
     for key, value in publish.items():
         if key != "event" and not (key == "release_id" and value == record.get("release_id")):
             rows.extend(_flatten(f"publish {key}", value))
-    event = _dict(publish.get("event"))
+    event = as_dict(publish.get("event"))
     for key in ("previous_release_id", "by", "at", "approved_by"):
         if event.get(key):
             rows.append((f"publish {key.replace('_', ' ')}", str(event[key])))

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from boto3.s3.transfer import TransferConfig
 
-from pipeline.release.manifest import BlobSource, move_pointer, publish_release, utc_now
+from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.pointers import move_pointer
 from pipeline.release.store.s3 import S3Store
 from pipeline.release.store.s3_checksum import b64
 from pipeline.servers.ports import free_ports

@@ -20,17 +20,8 @@ from typing import Any, TypeVar
 import pytest
 
 from pipeline.errors import ConflictError, PipelineError
-from pipeline.release.manifest import (
-    BlobSource,
-    Pointer,
-    list_releases,
-    move_pointer,
-    publish_release,
-    read_pointer,
-    rollback,
-    rollback_target,
-    utc_now,
-)
+from pipeline.release.manifest import BlobSource, list_releases, publish_release, utc_now
+from pipeline.release.pointers import Pointer, move_pointer, read_pointer, rollback, rollback_target
 from pipeline.release.store.s3 import S3Store
 from pipeline.release.verify import verify_store
 

@@ -36,8 +36,11 @@ from typing import Protocol
 
 import pytest
 
-from pipeline.release.manifest import audit_key, list_releases, read_pointer
-from pipeline.release.store.base import LocalStore, Store, open_store
+from pipeline.release.manifest import list_releases
+from pipeline.release.pointers import audit_key, read_pointer
+from pipeline.release.store import open_store
+from pipeline.release.store.base import Store
+from pipeline.release.store.local import LocalStore
 from pipeline.release.verify import verify_store
 from tests.integration.conftest import S3Server
 

@@ -6,15 +6,11 @@ import pytest
 
 from pipeline.digest import sha256_bytes
 from pipeline.errors import PolicyError, StoreError
-from pipeline.release.manifest import (
-    BlobSource,
-    move_pointer,
-    publish_release,
-    read_pointer,
-    utc_now,
-)
+from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.pointers import move_pointer, read_pointer
 from pipeline.release.promotion import approvals, approve, promote_existing
-from pipeline.release.store.base import LocalStore, open_store
+from pipeline.release.store import open_store
+from pipeline.release.store.local import LocalStore
 from pipeline.spec.loading import load_spec
 
 

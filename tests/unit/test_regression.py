@@ -7,14 +7,16 @@ from typing import Any
 import pytest
 
 from pipeline.digest import sha256_bytes
-from pipeline.release.manifest import BlobSource, move_pointer, publish_release, utc_now
+from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.pointers import move_pointer
 from pipeline.release.regression import (
     fallbacks_used,
     live_release,
     live_release_gate,
     regression_gates,
 )
-from pipeline.release.store.base import LocalStore, open_store
+from pipeline.release.store import open_store
+from pipeline.release.store.local import LocalStore
 from pipeline.spec.models import RegressionStage
 
 

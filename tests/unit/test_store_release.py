@@ -7,16 +7,10 @@ import pytest
 
 from pipeline.digest import deterministic_tar, sha256_bytes
 from pipeline.errors import ConflictError, StoreError, UsageError
-from pipeline.release.manifest import (
-    BlobSource,
-    move_pointer,
-    publish_release,
-    read_manifest,
-    read_pointer,
-    rollback,
-    utc_now,
-)
-from pipeline.release.store.base import LocalStore, open_store
+from pipeline.release.manifest import BlobSource, publish_release, read_manifest, utc_now
+from pipeline.release.pointers import move_pointer, read_pointer, rollback
+from pipeline.release.store import open_store
+from pipeline.release.store.local import LocalStore
 
 
 @pytest.fixture
