@@ -30,7 +30,7 @@ from tests.reliability.refusals import (
     replace_once,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
 RELEASE = re.compile(r"^release (\S+)$", re.MULTILINE)
 MEASURE = ["run", "--stages", "parity,latency"]

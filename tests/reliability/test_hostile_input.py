@@ -17,6 +17,8 @@ from pipeline.spec.loading import load_spec
 from pipeline.spec.positions import parse_document
 from tests.reliability.conftest import Tally
 
+pytestmark = pytest.mark.reliability
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE: dict[str, Any] = parse_document((REPO / "serve.yaml.example").read_text(),
                                          "example").data

@@ -28,7 +28,7 @@ from pipeline.release.verify import verify_store
 from .conftest import S3Server, Tally
 from .faultproxy import FaultProxy, FaultRule, read_body, read_chunked, read_head
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
 NAME = "fraud"
 BLOB_WRITES = ("PUT", "POST")          # PutObject, CreateMultipartUpload, UploadPart, Complete

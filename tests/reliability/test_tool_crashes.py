@@ -44,7 +44,7 @@ from pipeline.release.store.local import LocalStore
 from pipeline.release.verify import verify_store
 from tests.integration.conftest import S3Server
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
 DRIVER = Path(__file__).resolve().parent / "crash_driver.py"
 NAME = "crashy"
