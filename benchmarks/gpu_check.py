@@ -97,7 +97,7 @@ def tensorrt_check(workdir: Path) -> tuple[str, bool | None]:
     import numpy as np
 
     from benchmarks import gpu_tensorrt
-    from pipeline.model_runtime import LoadedModel
+    from pipeline.model.runtime import LoadedModel
 
     if gpu_tensorrt.available() is None:
         return gpu_tensorrt.NOT_HERE, None
@@ -152,7 +152,7 @@ def _detail(record: dict[str, Any], stage: str, key: str) -> Any:
 def check_stub(reasons: dict[str, str]) -> bool:
     """Whether the python-backend stub can load its libpython here (printed either way)."""
     from pipeline.errors import ServerError
-    from pipeline.servers.triton import TritonInstallation
+    from pipeline.servers.triton.server import TritonInstallation
 
     try:
         installation = TritonInstallation.find()

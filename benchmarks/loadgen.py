@@ -43,11 +43,11 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from benchmarks.stall_scenario import StallScenario  # noqa: E402
-from pipeline.config import load_spec  # noqa: E402
-from pipeline.load import Phase, closed_loop, open_loop  # noqa: E402
-from pipeline.ports import free_ports  # noqa: E402
-from pipeline.servers.triton import TritonInstallation, TritonKind, TritonServer  # noqa: E402
-from pipeline.tensors import load_samples, take  # noqa: E402
+from pipeline.measure.loadgen import Phase, closed_loop, open_loop  # noqa: E402
+from pipeline.model.tensors import load_samples, take  # noqa: E402
+from pipeline.servers.ports import free_ports  # noqa: E402
+from pipeline.servers.triton.server import TritonInstallation, TritonKind, TritonServer  # noqa: E402
+from pipeline.spec.loading import load_spec  # noqa: E402
 
 WHEEL = "tritonclient-2.51.0-py3-none-manylinux1_x86_64.whl"
 WHEEL_SHA256 = "c485bb0123bdf310f90bc8b03d3489b28df2ffed55b30c7eee0b795b48113d52"

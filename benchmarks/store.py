@@ -38,12 +38,14 @@ sys.path.insert(0, str(REPO))
 
 import boto3  # noqa: E402
 
-from pipeline.config import LoadedSpec, load_spec  # noqa: E402
-from pipeline.identity import acting_identity  # noqa: E402
-from pipeline.ports import free_ports  # noqa: E402
-from pipeline.promotion import promote_existing  # noqa: E402
-from pipeline.release import BlobSource, publish_release, rollback, utc_now  # noqa: E402
-from pipeline.s3_store import S3Store  # noqa: E402
+from pipeline.release.identity import acting_identity  # noqa: E402
+from pipeline.release.manifest import BlobSource, publish_release, utc_now  # noqa: E402
+from pipeline.release.pointers import rollback  # noqa: E402
+from pipeline.release.promotion import promote_existing  # noqa: E402
+from pipeline.release.store.s3 import S3Store  # noqa: E402
+from pipeline.servers.ports import free_ports  # noqa: E402
+from pipeline.spec.loading import load_spec  # noqa: E402
+from pipeline.spec.models import LoadedSpec  # noqa: E402
 
 MB = 2**20
 REPEATS = 5

@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from pipeline.config import LoadedSpec
-from pipeline.docker_engine import BuiltImage, DockerEngine
 from pipeline.errors import ServerError
-from pipeline.model_runtime import LoadedModel
-from pipeline.model_source import ResolvedSource
-from pipeline.promotion import CheckedPromotion
-from pipeline.reference import load_reference
+from pipeline.model.reference import load_reference
+from pipeline.model.runtime import LoadedModel
+from pipeline.model.source import ResolvedSource
+from pipeline.release.promotion import CheckedPromotion
 from pipeline.results import StageResult
 from pipeline.servers.base import BuiltArtifact, ModelServer
+from pipeline.servers.docker.engine import BuiltImage, DockerEngine
+from pipeline.spec.models import LoadedSpec
 
 
 class Progress(Protocol):

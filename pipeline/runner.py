@@ -16,7 +16,7 @@ from pipeline.context import RunContext
 from pipeline.errors import PipelineError, UsageError
 from pipeline.provenance import git_state
 from pipeline.record import write_record
-from pipeline.release import iso, utc_now
+from pipeline.release.manifest import iso, utc_now
 from pipeline.results import StageResult, Status
 from stages import build, latency, parity, publish, readiness, saturation, start
 

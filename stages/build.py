@@ -12,15 +12,15 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.digest import sha256_file
-from pipeline.docker_engine import BuiltImage, DockerEngine
 from pipeline.errors import PipelineError
-from pipeline.images import ImageDigests, torchserve_context, triton_context
-from pipeline.model_source import ResolvedSource, resolve_model_source
+from pipeline.model.source import ResolvedSource, resolve_model_source
+from pipeline.release.store import store_for
 from pipeline.results import Artifact, StageResult, Status
 from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact
-from pipeline.servers.tensorrt import build_engine
-from pipeline.store import store_for
+from pipeline.servers.docker.engine import BuiltImage, DockerEngine
+from pipeline.servers.docker.images import ImageDigests, torchserve_context, triton_context
+from pipeline.servers.triton.tensorrt import build_engine
 
 NAME = "build"
 

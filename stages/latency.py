@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pipeline import memory_growth
 from pipeline.context import RunContext
-from pipeline.latency_gates import (
+from pipeline.gates import memory_growth
+from pipeline.gates.latency import (
     interval_metrics,
     latency_gates,
     look_confidence,
@@ -22,11 +22,11 @@ from pipeline.latency_gates import (
     settled_verdicts,
     verdict_details,
 )
-from pipeline.load import LoadResult
-from pipeline.measure import closed_window, load_target, server_memory
+from pipeline.measure.loadgen import LoadResult
+from pipeline.measure.stability import measure_until_decided, merge
+from pipeline.measure.windows import closed_window, load_target, server_memory
 from pipeline.results import StageResult
 from pipeline.servers.base import ServerStats
-from pipeline.stability import measure_until_decided, merge
 
 NAME = "latency"
 USES_SERVER = True

@@ -16,15 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from pipeline import http
-from pipeline.config import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, Spec
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
-from pipeline.memory import process_tree_memory
-from pipeline.model_runtime import LoadedModel
+from pipeline.measure.memory import process_tree_memory
+from pipeline.model.runtime import LoadedModel
+from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch, load_samples, take
 from pipeline.results import Gate, StageResult
+from pipeline.servers import http
 from pipeline.servers.base import ModelServer, send
-from pipeline.tensors import NUMPY_DTYPES, Array, Batch, load_samples, take
+from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, Spec
 
 NAME = "parity"
 LIMIT_PROBES = frozenset({"oversized_body", "declared_huge_shape"})

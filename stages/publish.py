@@ -6,17 +6,19 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
-from pipeline.identity import acting_identity
-from pipeline.promotion import commit_promotion
-from pipeline.regression import (
+from pipeline.release.identity import acting_identity
+from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.pointers import move_pointer
+from pipeline.release.promotion import commit_promotion
+from pipeline.release.regression import (
     fallbacks_used,
     live_release,
     live_release_gate,
     regression_gates,
 )
-from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
+from pipeline.release.store import store_for
+from pipeline.release.store.base import Store
 from pipeline.results import Gate, StageResult, Status
-from pipeline.store import Store, store_for
 
 NAME = "publish"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.context import RunContext
-from pipeline.memory import process_tree_memory
+from pipeline.measure.memory import process_tree_memory
 from pipeline.results import StageResult, Status
 
 NAME = "readiness"

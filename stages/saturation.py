@@ -7,7 +7,8 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from pipeline.capacity import (
+from pipeline.context import RunContext
+from pipeline.measure.capacity import (
     CapacitySearch,
     Limits,
     SearchSettings,
@@ -16,14 +17,13 @@ from pipeline.capacity import (
     find_capacity,
     judge,
 )
-from pipeline.config import SaturationStage, SloSpec
-from pipeline.context import RunContext
-from pipeline.drain import Drained, until_prompt
-from pipeline.knee import KneeSearch, ProbeOutcome, find_knee
-from pipeline.load import HardEnd, LoadResult, Phase, Target
-from pipeline.measure import closed_window, load_target, open_window
+from pipeline.measure.drain import Drained, until_prompt
+from pipeline.measure.knee import KneeSearch, ProbeOutcome, find_knee
+from pipeline.measure.loadgen import HardEnd, LoadResult, Phase, Target
+from pipeline.measure.windows import closed_window, load_target, open_window
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
+from pipeline.spec.models import SaturationStage, SloSpec
 
 NAME = "saturation"
 USES_SERVER = True

@@ -7,11 +7,11 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
-from pipeline.ports import free_ports, port_is_bound
 from pipeline.results import StageResult, Status
 from pipeline.servers import server_kind
 from pipeline.servers.base import ModelServer
-from pipeline.servers.container import ContainerTritonServer
+from pipeline.servers.ports import free_ports, port_is_bound
+from pipeline.servers.triton.container import ContainerTritonServer
 
 NAME = "start"
 USES_SERVER = True

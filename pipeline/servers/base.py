@@ -10,16 +10,16 @@ from typing import Protocol
 
 import psutil
 
-from pipeline import http
-from pipeline.config import LoadedSpec, ProbeName
-from pipeline.grpc_wire import GrpcRequest
-from pipeline.process import ManagedProcess
-from pipeline.tensors import Array, Batch
+from pipeline.measure.grpc_client import GrpcRequest
+from pipeline.model.tensors import Array, Batch
+from pipeline.servers import http
+from pipeline.servers.process import ManagedProcess
+from pipeline.spec.models import LoadedSpec, ProbeName
 
 # Files copied into every artifact: the generated server glue and the model loader that
 # the parity reference uses too.
 ASSETS = Path(__file__).parent / "assets"
-RUNTIME_MODULE = Path(__file__).parent.parent / "model_runtime.py"
+RUNTIME_MODULE = Path(__file__).parent.parent / "model" / "runtime.py"
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,10 @@ def start_cli(args: list[str], cwd: Path,
 
 
 def latest_record(project: Path) -> dict[str, Any]:
-    runs = sorted((project / ".serve-pipeline" / "runs").glob("*/record.json"))
+    # The record written last: run ids have one-second resolution, and a refused run and
+    # the next one can start within the same second.
+    runs = sorted((project / ".serve-pipeline" / "runs").glob("*/record.json"),
+                  key=lambda path: path.stat().st_mtime_ns)
     assert runs, "no run record"
     body: dict[str, Any] = json.loads(runs[-1].read_text())
     return body
@@ -128,7 +131,7 @@ class S3Server:
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """A real S3-compatible HTTP server (moto in server mode) on a free loopback port."""
-    from pipeline.ports import free_ports
+    from pipeline.servers.ports import free_ports
 
     port = free_ports(1)[0]
     log = tmp_path_factory.mktemp("moto") / "moto.log"

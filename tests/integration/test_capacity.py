@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import torch
 
-from pipeline.config import load_spec
-from pipeline.drain import until_prompt
-from pipeline.load import HardEnd, Phase, open_loop
-from pipeline.ports import free_ports
-from pipeline.report_formats import render
-from pipeline.servers.triton import TritonKind
-from pipeline.tensors import load_samples, take
+from pipeline.measure.drain import until_prompt
+from pipeline.measure.loadgen import HardEnd, Phase, open_loop
+from pipeline.model.tensors import load_samples, take
+from pipeline.report.formats import render
+from pipeline.servers.ports import free_ports
+from pipeline.servers.triton.server import TritonKind
+from pipeline.spec.loading import load_spec
 from stages.saturation import STEP_TIMEOUT_SLO_MULTIPLE, step_in_flight
 
 from .conftest import cli, fast_spec, latest_record

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.config import LoadedSpec, Spec, load_spec
 from pipeline.context import RunContext
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
-from pipeline.servers.triton import TritonKind
+from pipeline.servers.triton.server import TritonKind
+from pipeline.spec.loading import load_spec
+from pipeline.spec.models import LoadedSpec, Spec
 from stages import latency
 
 from .conftest import cli, latest_record

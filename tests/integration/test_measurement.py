@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from benchmarks.stall_scenario import StallScenario
-from pipeline.config import LoadedSpec, load_spec
-from pipeline.load import Phase, closed_loop, open_loop, paced_sequential
-from pipeline.ports import free_ports
+from pipeline.measure.loadgen import Phase, closed_loop, open_loop, paced_sequential
+from pipeline.model.tensors import load_samples, take
 from pipeline.servers.base import HttpRequest, ModelServer
-from pipeline.servers.torchserve import TorchServeKind
-from pipeline.servers.triton import TritonInstallation, TritonKind, TritonServer
-from pipeline.tensors import load_samples, take
+from pipeline.servers.ports import free_ports
+from pipeline.servers.torchserve.server import TorchServeKind
+from pipeline.servers.triton.server import TritonInstallation, TritonKind, TritonServer
+from pipeline.spec.loading import load_spec
+from pipeline.spec.models import LoadedSpec
 
 from .conftest import cli, latest_record
 

@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.config import LoadedSpec, load_spec
-from pipeline.ports import free_ports
+from pipeline.model.tensors import load_samples, take
 from pipeline.servers.base import ModelServer, send
-from pipeline.servers.torchserve import TorchServeKind, TorchServeServer
-from pipeline.servers.triton import TritonKind, TritonServer
-from pipeline.tensors import load_samples, take
+from pipeline.servers.ports import free_ports
+from pipeline.servers.torchserve.server import TorchServeKind, TorchServeServer
+from pipeline.servers.triton.server import TritonKind, TritonServer
+from pipeline.spec.loading import load_spec
+from pipeline.spec.models import LoadedSpec
 
 from .bad_models import BadModel, bad_model_spec, write_bad_model
 from .conftest import cli, fast_spec, latest_record

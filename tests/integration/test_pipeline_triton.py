@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pipeline.ports import port_is_bound
+from pipeline.servers.ports import port_is_bound
 
 from .conftest import cli, fast_spec, latest_record, start_cli, wait_for_stage
 
@@ -197,7 +197,7 @@ def test_production_reverifies_the_staging_artifact_under_its_own_gates(
 
     overlay.write_text("requires: [staging]\napproval: {required: true}\nreverify: true\n"
                        "slo: {p99: 45ms}\n")
-    promoted = cli(["promote", "production"], fast_project)
+    promoted = cli(["promote", "production", "--approved-by", "rita"], fast_project)
     assert promoted.returncode == 0, promoted.stdout + promoted.stderr
     record = latest_record(fast_project)
     assert record["release_id"] == release and record["promoted_to"] == "production"

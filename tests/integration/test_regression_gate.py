@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.digest import sha256_bytes
-from pipeline.regression import live_release, live_release_gate
-from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
-from pipeline.store import open_store
+from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.pointers import move_pointer
+from pipeline.release.regression import live_release, live_release_gate
+from pipeline.release.store import open_store
 
 from .conftest import S3Server, cli, latest_record
 

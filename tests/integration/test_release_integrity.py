@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from boto3.s3.transfer import TransferConfig
 
-from pipeline.ports import free_ports
-from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
-from pipeline.s3_checksum import b64
-from pipeline.s3_store import S3Store
+from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.pointers import move_pointer
+from pipeline.release.store.s3 import S3Store
+from pipeline.release.store.s3_checksum import b64
+from pipeline.servers.ports import free_ports
 
 from .conftest import S3Server, cli
 

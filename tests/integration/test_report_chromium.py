@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.report_html import render_html
+from pipeline.report.html import render_html
 from tests.htmldom import parse_html
 
 pytestmark = pytest.mark.integration

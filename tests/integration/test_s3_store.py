@@ -11,17 +11,15 @@ import pytest
 
 from pipeline.digest import sha256_bytes
 from pipeline.errors import ConflictError, StoreError
-from pipeline.release import (
+from pipeline.release.manifest import (
     BlobSource,
-    move_pointer,
     publish_release,
     read_manifest,
-    read_pointer,
-    rollback,
     utc_now,
     verify_release,
 )
-from pipeline.s3_store import S3Store
+from pipeline.release.pointers import move_pointer, read_pointer, rollback
+from pipeline.release.store.s3 import S3Store
 
 from .conftest import S3Server
 

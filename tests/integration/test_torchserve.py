@@ -12,10 +12,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pipeline.config import load_spec
 from pipeline.errors import ServerError
-from pipeline.ports import free_ports
-from pipeline.servers.torchserve import TorchServeKind
+from pipeline.servers.ports import free_ports
+from pipeline.servers.torchserve.server import TorchServeKind
+from pipeline.spec.loading import load_spec
 
 from .conftest import cli, latest_record
 

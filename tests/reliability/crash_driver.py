@@ -45,14 +45,10 @@ _ROOT = Path(__file__).resolve().parents[2]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from pipeline.release import (  # noqa: E402
-    BlobSource,
-    move_pointer,
-    publish_release,
-    rollback,
-    utc_now,
-)
-from pipeline.store import Store, open_store  # noqa: E402
+from pipeline.release.manifest import BlobSource, publish_release, utc_now  # noqa: E402
+from pipeline.release.pointers import move_pointer, rollback  # noqa: E402
+from pipeline.release.store import open_store  # noqa: E402
+from pipeline.release.store.base import Store  # noqa: E402
 
 NAME = "crashy"
 ENVIRONMENT = "staging"

@@ -30,7 +30,7 @@ from tests.reliability.refusals import (
     replace_once,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
 RELEASE = re.compile(r"^release (\S+)$", re.MULTILINE)
 MEASURE = ["run", "--stages", "parity,latency"]
@@ -189,7 +189,7 @@ def test_a_tampered_multipart_blob_is_refused(tmp_path: Path, s3_server: S3Serve
     import boto3.s3.transfer
     import torch
 
-    from pipeline.s3_store import MULTIPART_THRESHOLD
+    from pipeline.release.store.s3 import MULTIPART_THRESHOLD
 
     project = make_project(tmp_path / "big", saturation=False)
     (project / "big.py").write_text(bad_model_source(

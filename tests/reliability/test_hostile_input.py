@@ -12,10 +12,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.config import load_spec
 from pipeline.errors import SpecError
-from pipeline.yamlpos import parse_document
+from pipeline.spec.loading import load_spec
+from pipeline.spec.positions import parse_document
 from tests.reliability.conftest import Tally
+
+pytestmark = pytest.mark.reliability
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE: dict[str, Any] = parse_document((REPO / "serve.yaml.example").read_text(),
@@ -86,7 +88,7 @@ def test_archives_with_escaping_members_are_refused(tmp_path: Path, tally: Tally
     """A published model repository is unpacked with tarfile's data filter."""
     import io
 
-    from pipeline.servers.triton import TritonKind
+    from pipeline.servers.triton.server import TritonKind
 
     evil = tmp_path / "evil.tar"
     with tarfile.open(evil, "w") as archive:

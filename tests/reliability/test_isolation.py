@@ -10,7 +10,7 @@ import pytest
 
 from tests.integration.conftest import start_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 REPO = Path(__file__).resolve().parents[2]
 
 QUICK = """

@@ -12,7 +12,7 @@ import pytest
 from tests.integration.conftest import S3Server, start_cli
 from tests.reliability.conftest import Tally
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 REPO = Path(__file__).resolve().parents[2]
 
 QUICK = """

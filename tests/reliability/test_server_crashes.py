@@ -12,11 +12,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pipeline.ports import port_is_bound
+from pipeline.servers.ports import port_is_bound
 from tests.integration.conftest import fast_spec, start_cli
 from tests.reliability.conftest import Tally
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 REPO = Path(__file__).resolve().parents[2]
 DETECTION_LIMIT_S = 2.0
 

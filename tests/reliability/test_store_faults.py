@@ -20,24 +20,15 @@ from typing import Any, TypeVar
 import pytest
 
 from pipeline.errors import ConflictError, PipelineError
-from pipeline.fsck import verify_store
-from pipeline.release import (
-    BlobSource,
-    Pointer,
-    list_releases,
-    move_pointer,
-    publish_release,
-    read_pointer,
-    rollback,
-    rollback_target,
-    utc_now,
-)
-from pipeline.s3_store import S3Store
+from pipeline.release.manifest import BlobSource, list_releases, publish_release, utc_now
+from pipeline.release.pointers import Pointer, move_pointer, read_pointer, rollback, rollback_target
+from pipeline.release.store.s3 import S3Store
+from pipeline.release.verify import verify_store
 
 from .conftest import S3Server, Tally
 from .faultproxy import FaultProxy, FaultRule, read_body, read_chunked, read_head
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
 NAME = "fraud"
 BLOB_WRITES = ("PUT", "POST")          # PutObject, CreateMultipartUpload, UploadPart, Complete

@@ -36,12 +36,15 @@ from typing import Protocol
 
 import pytest
 
-from pipeline.fsck import verify_store
-from pipeline.release import audit_key, list_releases, read_pointer
-from pipeline.store import LocalStore, Store, open_store
+from pipeline.release.manifest import list_releases
+from pipeline.release.pointers import audit_key, read_pointer
+from pipeline.release.store import open_store
+from pipeline.release.store.base import Store
+from pipeline.release.store.local import LocalStore
+from pipeline.release.verify import verify_store
 from tests.integration.conftest import S3Server
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
 DRIVER = Path(__file__).resolve().parent / "crash_driver.py"
 NAME = "crashy"

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pipeline.capacity import (
+from pipeline.measure.capacity import (
     Limits,
     SearchSettings,
     StepMeasurement,
@@ -17,10 +17,10 @@ from pipeline.capacity import (
     find_capacity,
     judge,
 )
-from pipeline.config import SloSpec
-from pipeline.drain import Drained, until_prompt
-from pipeline.load import HardEnd, Phase, open_loop
+from pipeline.measure.drain import Drained, until_prompt
+from pipeline.measure.loadgen import HardEnd, Phase, open_loop
 from pipeline.servers.base import HttpRequest
+from pipeline.spec.models import SloSpec
 from stages.saturation import _capacity_gate, step_in_flight
 
 LIMITS = Limits(slo_p99_ms=50.0, error_rate=0.001)

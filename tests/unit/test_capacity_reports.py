@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.config import RegressionStage
-from pipeline.regression import regression_gates
-from pipeline.report_formats import render
-from pipeline.report_html import render_html
+from pipeline.release.regression import regression_gates
+from pipeline.report.formats import render
+from pipeline.report.html import render_html
+from pipeline.spec.models import RegressionStage
 from tests.htmldom import parse_html
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -8,9 +8,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pipeline.config import json_schema, load_spec
 from pipeline.errors import SpecError
-from pipeline.yamlpos import parse_document
+from pipeline.spec.loading import load_spec
+from pipeline.spec.models import json_schema
+from pipeline.spec.positions import parse_document
 
 REPO = Path(__file__).resolve().parents[2]
 

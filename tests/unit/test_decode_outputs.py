@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pipeline.errors import ServerError
-from pipeline.servers import kserve
+from pipeline.servers.triton import kserve
 
 
 @pytest.mark.parametrize("body, headers", [

@@ -6,11 +6,12 @@ import io
 import tarfile
 from pathlib import Path
 
-from pipeline.config import Spec, load_spec
-from pipeline.images import ImageDigests, torchserve_context, triton_context
-from pipeline.servers.tensorrt import trtexec_argv
-from pipeline.servers.torchserve import PRODUCTION_PORTS, render_properties
-from pipeline.servers.triton import write_model_repository
+from pipeline.servers.docker.images import ImageDigests, torchserve_context, triton_context
+from pipeline.servers.torchserve.properties import PRODUCTION_PORTS, render_properties
+from pipeline.servers.triton.config import write_model_repository
+from pipeline.servers.triton.tensorrt import trtexec_argv
+from pipeline.spec.loading import load_spec
+from pipeline.spec.models import Spec
 
 REPO = Path(__file__).resolve().parents[2]
 DIGESTS = ImageDigests("a" * 64, "b" * 64, "c" * 64, "sha256:" + "d" * 64)

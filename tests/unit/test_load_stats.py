@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pipeline.load import LoadResult
+from pipeline.measure.loadgen import LoadResult
 
 
 def test_histograms_merge_and_summarise() -> None:

@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 from pydantic_core import PydanticCustomError
 
-from pipeline import memory_growth
-from pipeline.config import load_spec
 from pipeline.errors import SpecError
-from pipeline.memory_growth import GATE, gate, growth
-from pipeline.units import ByteSize, parse_size
+from pipeline.gates import memory_growth
+from pipeline.gates.memory_growth import GATE, gate, growth
+from pipeline.spec.loading import load_spec
+from pipeline.spec.units import ByteSize, parse_size
 
 
 def test_growth_over_the_threshold_fails_the_gate() -> None:

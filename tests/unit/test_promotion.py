@@ -4,12 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_spec
 from pipeline.digest import sha256_bytes
 from pipeline.errors import PolicyError, StoreError
-from pipeline.promotion import approvals, approve, promote_existing
-from pipeline.release import BlobSource, move_pointer, publish_release, read_pointer, utc_now
-from pipeline.store import LocalStore, open_store
+from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.pointers import move_pointer, read_pointer
+from pipeline.release.promotion import approvals, approve, promote_existing
+from pipeline.release.store import open_store
+from pipeline.release.store.local import LocalStore
+from pipeline.spec.loading import load_spec
 
 
 def publish(store: LocalStore, payload: bytes) -> str:

@@ -6,11 +6,18 @@ from typing import Any
 
 import pytest
 
-from pipeline.config import RegressionStage
 from pipeline.digest import sha256_bytes
-from pipeline.regression import fallbacks_used, live_release, live_release_gate, regression_gates
-from pipeline.release import BlobSource, move_pointer, publish_release, utc_now
-from pipeline.store import LocalStore, open_store
+from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.pointers import move_pointer
+from pipeline.release.regression import (
+    fallbacks_used,
+    live_release,
+    live_release_gate,
+    regression_gates,
+)
+from pipeline.release.store import open_store
+from pipeline.release.store.local import LocalStore
+from pipeline.spec.models import RegressionStage
 
 
 def record(p99: float, throughput: float) -> dict[str, Any]:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from pipeline import charts
-from pipeline import report_data as data
-from pipeline.report_html import render_html
-from pipeline.report_markdown import render_markdown
+from pipeline.report import charts
+from pipeline.report.compare import compare
+from pipeline.report.html import render_html
+from pipeline.report.markdown import render_markdown
 from tests.htmldom import Node, parse_html
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -117,7 +117,7 @@ def inconclusive_p99(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_format_shows_outcome_interval_samples_and_why() -> None:
-    from pipeline.report_formats import render
+    from pipeline.report.formats import render
 
     record = inconclusive_p99(load("triton"))
     rows = gate_table_rows(parse_html(render_html(record)))
@@ -213,11 +213,11 @@ def test_memory_burst_and_waits_are_shown() -> None:
 def test_baseline_flags_a_30_percent_p99_regression_and_not_a_2_percent_one() -> None:
     live = load("triton")
     current = scaled(live, {"p99_ms": 1.30, "p50_ms": 1.02, "throughput_rps": 1.5})
-    deltas = {delta.metric: delta for delta in data.compare(current, live)}
+    deltas = {delta.metric: delta for delta in compare(current, live)}
     assert deltas["p99_ms"].regressed and math.isclose(deltas["p99_ms"].change or 0, 0.30)
     assert not deltas["p50_ms"].regressed and not deltas["p50_ms"].improved
     assert deltas["throughput_rps"].improved and not deltas["throughput_rps"].regressed
-    assert not any(delta.regressed for delta in data.compare(current, live, tolerance=0.5))
+    assert not any(delta.regressed for delta in compare(current, live, tolerance=0.5))
 
     table = parse_html(render_html(current, baseline=live)).by_id("deltas")
     assert table is not None
@@ -238,7 +238,7 @@ def test_throughput_down_and_errors_from_zero_are_regressions() -> None:
     live = load("torchserve")
     current = scaled(live, {"knee_throughput_rps": 0.7})
     stage_of(current, "latency")["metrics"]["error_rate"] = 0.5
-    regressed = {delta.metric for delta in data.compare(current, live) if delta.regressed}
+    regressed = {delta.metric for delta in compare(current, live) if delta.regressed}
     assert regressed == {"knee_throughput_rps", "error_rate"}
     assert "no live release was given" in render_html(live)
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from pipeline.load import LoadResult, Phase, schedule
-from pipeline.stability import measure_until_decided, settled, spread
+from pipeline.measure.loadgen import LoadResult, Phase, schedule
+from pipeline.measure.stability import measure_until_decided, settled, spread
 
 
 def window(throughput: float, p99_us: int) -> LoadResult:

@@ -7,16 +7,10 @@ import pytest
 
 from pipeline.digest import deterministic_tar, sha256_bytes
 from pipeline.errors import ConflictError, StoreError, UsageError
-from pipeline.release import (
-    BlobSource,
-    move_pointer,
-    publish_release,
-    read_manifest,
-    read_pointer,
-    rollback,
-    utc_now,
-)
-from pipeline.store import LocalStore, open_store
+from pipeline.release.manifest import BlobSource, publish_release, read_manifest, utc_now
+from pipeline.release.pointers import move_pointer, read_pointer, rollback
+from pipeline.release.store import open_store
+from pipeline.release.store.local import LocalStore
 
 
 @pytest.fixture
@@ -123,7 +117,7 @@ def test_deterministic_tar(tmp_path: Path) -> None:
 
 
 def test_store_verify_finds_corrupt_blobs_and_dangling_pointers(store: LocalStore) -> None:
-    from pipeline.fsck import verify_store
+    from pipeline.release.verify import verify_store
 
     first = release(store, b"model-1")
     move_pointer(store, "demo", "staging", first, "promote", "a")
@@ -138,7 +132,7 @@ def test_store_verify_finds_corrupt_blobs_and_dangling_pointers(store: LocalStor
 
 
 def test_a_manifest_edited_after_promotion_is_refused(store: LocalStore) -> None:
-    from pipeline.fsck import verify_store
+    from pipeline.release.verify import verify_store
 
     first = release(store, b"model-1")
     second = release(store, b"model-2")

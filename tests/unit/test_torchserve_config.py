@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import load_spec
-from pipeline.servers.torchserve import (
+from pipeline.servers.torchserve.properties import (
     PRODUCTION_PORTS,
-    TorchServeStats,
     check_properties,
     parse_properties,
     render_properties,
 )
+from pipeline.servers.torchserve.stats import TorchServeStats
+from pipeline.spec.loading import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS = """# TYPE ts_inference_requests_total counter

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic_core import PydanticCustomError
 
-from pipeline.units import Duration, parse_duration, parse_percentage, parse_rate
+from pipeline.spec.units import Duration, parse_duration, parse_percentage, parse_rate
 
 
 @pytest.mark.parametrize(("text", "ns"), [

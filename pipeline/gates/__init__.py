@@ -1,0 +1,1 @@
+"""Gates computed from measurements: latency percentile verdicts, memory growth."""

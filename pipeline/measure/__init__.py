@@ -1,0 +1,1 @@
+"""Measurement: load generation, clients, windows, stability, knee and capacity, memory."""

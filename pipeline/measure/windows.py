@@ -1,0 +1,90 @@
+"""Measurement windows against a running server: the glue between stages and load."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from pipeline.context import RunContext
+from pipeline.errors import ServerError
+from pipeline.measure.gpu import gpu_memory_mb
+from pipeline.measure.loadgen import (
+    HardEnd,
+    LoadAborted,
+    LoadResult,
+    OpenLoopResult,
+    Phase,
+    Target,
+    closed_loop,
+)
+from pipeline.measure.loadgen import open_loop as run_open_loop
+from pipeline.measure.memory import process_tree_memory
+from pipeline.model.tensors import load_samples, take
+from pipeline.servers.base import ModelServer
+
+
+def load_target(ctx: RunContext, server: ModelServer) -> Target:
+    spec = ctx.loaded.spec
+    samples = load_samples(spec.model, spec.stages.parity, ctx.loaded.workspace)
+    batch = take(samples, spec.stages.latency.batch_size)
+    if spec.stages.latency.protocol == "grpc":
+        request = server.grpc_request(batch)
+        if request is None:
+            raise ServerError(f"{server.kind} is not measured over gRPC")
+        return request
+    return server.infer_request(batch)
+
+
+def closed_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
+                  concurrency: int, duration_s: float, label: str) -> LoadResult:
+    """One closed-loop window; ServerError with the server's log if it dies meanwhile."""
+    timeout = ctx.loaded.spec.stages.latency.request_timeout.seconds
+
+    def tick(elapsed: float) -> None:
+        ctx.progress(stage, min(elapsed, duration_s), duration_s, label)
+
+    try:
+        return asyncio.run(closed_loop(target, concurrency, duration_s, timeout,
+                                       should_stop=lambda: not server.alive(), tick=tick))
+    except LoadAborted:
+        raise ServerError(f"during {label}: {server.describe_death()}") from None
+
+
+def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
+                phases: Sequence[Phase], label: str, arrivals: str,
+                timeout_s: float | None = None, hard_end: HardEnd | None = None,
+                max_in_flight: int = 2048) -> OpenLoopResult:
+    """One open-loop window; requests time out after `timeout_s` (default: the spec's
+    request timeout), and the window ends by `hard_end` (see HardEnd)."""
+    timeout = timeout_s if timeout_s is not None else \
+        ctx.loaded.spec.stages.latency.request_timeout.seconds
+    total = sum(phase.duration_s for phase in phases)
+
+    def tick(elapsed: float) -> None:
+        ctx.progress(stage, min(elapsed, total), total, label)
+
+    try:
+        return asyncio.run(run_open_loop(target, phases, timeout, arrivals=arrivals,
+                                         should_stop=lambda: not server.alive(), tick=tick,
+                                         hard_end=hard_end, max_in_flight=max_in_flight))
+    except LoadAborted:
+        raise ServerError(f"during {label}: {server.describe_death()}") from None
+
+
+def server_memory(server: ModelServer) -> tuple[dict[str, float], dict[str, Any]]:
+    """RSS/PSS of the server's process tree, and GPU memory where NVML works.
+
+    Metrics only hold numbers that were measured; what was not is named in details.
+    """
+    tree = server.process_tree()
+    if not tree:
+        return {}, {"memory": "not measured (the server is not a local process)"}
+    metrics = process_tree_memory(tree)
+    details: dict[str, Any] = {}
+    gpu = gpu_memory_mb(p.pid for p in tree)
+    if gpu is None:
+        details["gpu_memory"] = "not measured (no GPU or NVML here)"
+    else:
+        metrics["server_gpu_mb"] = gpu
+    return metrics, details

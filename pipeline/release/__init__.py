@@ -1,0 +1,1 @@
+"""Releases: the store, manifests and pointers, promotion, verification, regression."""

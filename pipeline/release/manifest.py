@@ -1,0 +1,147 @@
+"""Releases: manifests that bind model, config and gates, published blobs first.
+
+Publish uploads every blob first and writes the manifest last and create-only,
+so a crash in between leaves no visible release.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pipeline.digest import sha256_bytes
+from pipeline.errors import StoreError, UsageError
+from pipeline.release.store.base import Store
+
+MANIFEST_SCHEMA = 1
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_release_id(moment: datetime, seed: str) -> str:
+    return f"{moment:%Y%m%dT%H%M%SZ}-{sha256_bytes((seed + secrets.token_hex(8)).encode())[:8]}"
+
+
+@dataclass(frozen=True)
+class BlobRef:
+    role: str
+    digest: str
+    size: int
+    stored: dict[str, str] | None = None   # the store's own checksum, ETag, version
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"role": self.role, "digest": self.digest, "size": self.size}
+        if self.stored is not None:
+            body["stored"] = self.stored
+        return body
+
+
+@dataclass(frozen=True)
+class PublishOutcome:
+    release_id: str
+    manifest: dict[str, Any]
+    uploaded_blobs: int
+    uploaded_bytes: int
+    skipped_blobs: int
+
+
+@dataclass(frozen=True)
+class BlobSource:
+    role: str
+    path: Path | None
+    data: bytes | None
+    digest: str
+
+
+def publish_release(store: Store, name: str, files: list[BlobSource],
+                    manifest_body: dict[str, Any], moment: datetime,
+                    progress: Callable[[int, int], None] | None = None) -> PublishOutcome:
+    """Upload blobs (skipping those present), then create the manifest.
+
+    `progress(done_bytes, total_bytes)` is called after each blob."""
+    uploaded = skipped = uploaded_bytes = 0
+    refs = []
+    total = sum(s.path.stat().st_size if s.path is not None else len(s.data or b"")
+                for s in files)
+    done = 0
+    for source in files:
+        if source.path is not None:
+            wrote = store.put_blob(source.path, source.digest)
+            size = source.path.stat().st_size
+        else:
+            assert source.data is not None
+            digest, wrote = store.put_blob_bytes(source.data)
+            if digest != source.digest:
+                raise StoreError(f"blob {source.role}: digest changed while publishing")
+            size = len(source.data)
+        uploaded += wrote
+        skipped += not wrote
+        uploaded_bytes += size if wrote else 0
+        refs.append(BlobRef(source.role, source.digest, size, store.blob_record(source.digest)))
+        done += size
+        if progress is not None:
+            progress(done, total)
+    release_id = new_release_id(moment, name + manifest_body.get("run_id", ""))
+    manifest = {"schema": MANIFEST_SCHEMA, "name": name, "release_id": release_id,
+                "created_at": iso(moment), **manifest_body,
+                "blobs": [ref.to_json() for ref in refs]}
+    store.create(manifest_key(name, release_id), json.dumps(manifest, indent=2).encode())
+    return PublishOutcome(release_id, manifest, uploaded, uploaded_bytes, skipped)
+
+
+def manifest_key(name: str, release_id: str) -> str:
+    return f"releases/{name}/{release_id}.json"
+
+
+def read_manifest(store: Store, name: str, release_id: str) -> dict[str, Any]:
+    if "/" in release_id or release_id.startswith("."):
+        raise UsageError(f"invalid release id {release_id!r}")
+    data = store.read(manifest_key(name, release_id))
+    if data is None:
+        raise UsageError(f"no release {release_id} of '{name}' in {store.url}")
+    try:
+        manifest: dict[str, Any] = json.loads(data)
+    except ValueError:
+        raise StoreError(f"release {release_id}: manifest is not valid JSON") from None
+    return manifest
+
+
+def list_releases(store: Store, name: str) -> list[str]:
+    prefix = f"releases/{name}/"
+    return sorted(key.removeprefix(prefix).removesuffix(".json")
+                  for key in store.list(prefix) if key.endswith(".json"))
+
+
+def verify_release(store: Store, manifest: dict[str, Any]) -> list[str]:
+    """Problems with a release's blobs (missing, corrupt); empty when all are intact.
+
+    This is the check before a pointer moves, as strong as publish's: the local store
+    re-hashes; S3 compares its own checksum with the one recorded at publish (and
+    re-hashes where it has none). `store verify` re-hashes everything.
+    """
+    problems = []
+    for blob in manifest.get("blobs", []):
+        stored = blob.get("stored")
+        recorded = str(stored.get("checksum_sha256") or "") if isinstance(stored, dict) else ""
+        problem = store.check_blob(blob["digest"], int(blob["size"]), recorded or None)
+        if problem:
+            problems.append(f"{blob['role']}: {problem}")
+    return problems
+
+
+def manifest_digest(store: Store, name: str, release_id: str) -> str:
+    data = store.read(manifest_key(name, release_id))
+    if data is None:
+        raise UsageError(f"no release {release_id} of '{name}' in {store.url}")
+    return sha256_bytes(data)

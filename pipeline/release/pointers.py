@@ -1,0 +1,134 @@
+"""Environment pointers (compare-and-swap), their history, the audit log and rollback."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.digest import canonical_json, sha256_bytes
+from pipeline.errors import ConflictError, StoreError, UsageError
+from pipeline.release.manifest import iso, manifest_digest, read_manifest, utc_now, verify_release
+from pipeline.release.store.base import Store
+
+
+def pointer_key(name: str, environment: str) -> str:
+    return f"environments/{name}/{environment}.json"
+
+
+@dataclass
+class Pointer:
+    name: str
+    environment: str
+    current: str | None
+    events: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "environment": self.environment, "current": self.current,
+                "events": self.events}
+
+
+def read_pointer(store: Store, name: str, environment: str) -> tuple[Pointer, str | None]:
+    found = store.read_versioned(pointer_key(name, environment))
+    if found is None:
+        return Pointer(name, environment, None, []), None
+    data, etag = found
+    try:
+        body = json.loads(data)
+    except ValueError:
+        raise StoreError(f"environment pointer {environment} is not valid JSON") from None
+    return Pointer(name, environment, body.get("current"), list(body.get("events", []))), etag
+
+
+def check_manifest_unchanged(pointer: Pointer, release_id: str, digest: str) -> None:
+    """A manifest is written once: if it differs from when it was first promoted, someone
+    edited it in the store, and nothing it names can be trusted."""
+    for event in pointer.events:
+        recorded = event.get("manifest_sha256")
+        if event.get("release_id") == release_id and recorded and recorded != digest:
+            raise StoreError(f"the manifest of release {release_id} changed since it was "
+                             f"promoted at {event.get('at')} (sha256 {digest[:12]}, recorded "
+                             f"{str(recorded)[:12]}): refusing to point at it")
+
+
+def move_pointer(store: Store, name: str, environment: str, release_id: str, action: str,
+                 by: str, note: str = "", run_id: str | None = None,
+                 approved_by: list[str] | None = None,
+                 actor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Compare-and-swap the pointer to `release_id`; append the event and an audit entry.
+
+    `approved_by` (the approvals this move relies on) and `actor` (who ran the command,
+    pipeline.identity) are part of the event: they are recorded only if the move succeeds."""
+    pointer, etag = read_pointer(store, name, environment)
+    repair_audit(store, name, environment, pointer)
+    digest = manifest_digest(store, name, release_id)
+    check_manifest_unchanged(pointer, release_id, digest)
+    moment = utc_now()
+    event: dict[str, Any] = {"action": action, "release_id": release_id,
+                             "previous_release_id": pointer.current, "at": iso(moment),
+                             "by": by, "manifest_sha256": digest}
+    if note:
+        event["note"] = note
+    if run_id:
+        event["run_id"] = run_id
+    if approved_by:
+        event["approved_by"] = approved_by
+    if actor:
+        event["actor"] = actor
+    pointer.events.append(event)
+    pointer.current = release_id
+    store.write_if(pointer_key(name, environment),
+                   json.dumps(pointer.to_json(), indent=2).encode(), etag)
+    write_audit(store, name, environment, event)
+    return event
+
+
+def audit_key(name: str, environment: str, event: dict[str, Any]) -> str:
+    """Named by the event itself, so that writing it again is harmless."""
+    stamp = str(event["at"]).replace("-", "").replace(":", "").replace(".", "")
+    tag = sha256_bytes(canonical_json(event))[:8]
+    return f"audit/{name}/{stamp}-{event['action']}-{environment}-{tag}.json"
+
+
+def write_audit(store: Store, name: str, environment: str, event: dict[str, Any]) -> None:
+    # Already written means the same event, the same bytes.
+    with contextlib.suppress(ConflictError):
+        store.create(audit_key(name, environment, event),
+                     canonical_json({**event, "environment": environment, "name": name}))
+
+
+def repair_audit(store: Store, name: str, environment: str, pointer: Pointer) -> None:
+    """The pointer is written before its audit entry: after a crash in between, the last
+    event's entry is missing. It is rebuilt from the event (it holds nothing else)."""
+    if pointer.events:
+        last = pointer.events[-1]
+        if store.read(audit_key(name, environment, last)) is None:
+            write_audit(store, name, environment, last)
+
+
+def rollback_target(pointer: Pointer) -> str:
+    """The release that was current before the current one (like `rollout undo`)."""
+    if pointer.current is None:
+        raise UsageError(f"environment {pointer.environment} has no release to roll back from")
+    for event in reversed(pointer.events):
+        if event["release_id"] == pointer.current:
+            previous = event.get("previous_release_id")
+            if previous:
+                return str(previous)
+            break
+    raise UsageError(f"environment {pointer.environment} has no earlier release than "
+                     f"{pointer.current}")
+
+
+def rollback(store: Store, name: str, environment: str, to: str | None,
+             by: str, actor: dict[str, Any] | None = None) -> dict[str, Any]:
+    pointer, _ = read_pointer(store, name, environment)
+    target = to or rollback_target(pointer)
+    if target == pointer.current:
+        raise UsageError(f"{environment} already points at {target}")
+    manifest = read_manifest(store, name, target)
+    problems = verify_release(store, manifest)
+    if problems:
+        raise StoreError(f"release {target} cannot be rolled back to: " + "; ".join(problems))
+    return move_pointer(store, name, environment, target, "rollback", by, actor=actor)

@@ -1,0 +1,140 @@
+"""This run against the release live in the target environment: deltas and the gate.
+
+Fail closed: a live release that exists but cannot be read, and a watched metric
+that one side lacks, fail their gates with the reason; only "no live release at
+all" (a first promotion) passes without a comparison.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.errors import StoreError, UsageError
+from pipeline.metric_names import BASELINE_FALLBACKS
+from pipeline.release.manifest import read_manifest
+from pipeline.release.pointers import read_pointer
+from pipeline.release.store.base import Store
+from pipeline.report.compare import Delta, compare, metric_direction
+from pipeline.report.views import metrics
+from pipeline.results import Gate
+from pipeline.spec.models import RegressionStage
+
+LIVE_RELEASE_GATE = "regression.live_release"
+
+
+@dataclass(frozen=True)
+class LiveRelease:
+    """The release live in `environment`: its verification record, or why it is unreadable.
+
+    `release_id` None and no `problem`: nothing is live there (a first promotion)."""
+
+    environment: str
+    release_id: str | None
+    verification: dict[str, Any] | None = None
+    problem: str | None = None
+
+
+def live_release(store: Store, name: str, environment: str) -> LiveRelease:
+    try:
+        pointer, _ = read_pointer(store, name, environment)
+    except StoreError as exc:
+        return LiveRelease(environment, None, problem=f"cannot read the {environment} "
+                           f"pointer: {exc}")
+    release_id = pointer.current
+    if release_id is None:
+        return LiveRelease(environment, None)
+
+    def unreadable(what: str) -> LiveRelease:
+        return LiveRelease(environment, release_id,
+                           problem=f"live release {release_id} in {environment}: {what}")
+
+    try:
+        manifest = read_manifest(store, name, release_id)
+    except (UsageError, StoreError) as exc:
+        return unreadable(f"cannot read its manifest: {exc}")
+    blob = next((b for b in manifest.get("blobs", []) if isinstance(b, dict)
+                 and b.get("role") == "verification"), None)
+    if blob is None or not isinstance(blob.get("digest"), str):
+        return unreadable("its manifest names no verification blob")
+    try:
+        body = json.loads(store.read_blob(blob["digest"]))
+    except StoreError as exc:
+        return unreadable(f"cannot read its verification blob: {exc}")
+    except ValueError:
+        return unreadable("its verification blob is not JSON")
+    if not isinstance(body, dict) or not isinstance(body.get("stages"), list):
+        return unreadable("its verification blob holds no stage results")
+    body.setdefault("release_id", release_id)
+    body.setdefault("server", {"kind": manifest.get("server", {}).get("kind")})
+    return LiveRelease(environment, release_id, body)
+
+
+def live_release_gate(live: LiveRelease) -> Gate:
+    """Failed when a live release exists but could not be read (fail closed)."""
+    if live.problem is not None:
+        return Gate(LIVE_RELEASE_GATE, f"unreadable: {live.problem}",
+                    "the live release readable", False)
+    return Gate(LIVE_RELEASE_GATE, live.release_id or "no live release",
+                "the live release readable", True)
+
+
+def baseline_value(baseline: dict[str, Any], watched: str) -> tuple[float | None, str]:
+    """The baseline's value of `watched`, else of its first fallback it has; (value, name)."""
+    for name in (watched, *BASELINE_FALLBACKS.get(watched, ())):
+        stage, _, metric = name.partition(".")
+        value = metrics(baseline, stage).get(metric)
+        if value is not None:
+            return value, name
+    return None, watched
+
+
+def capacity_for_knee(watched: list[str], record: dict[str, Any],
+                      baseline: dict[str, Any]) -> list[str]:
+    """Watch the sustainable rate instead of the closed-loop knee when both runs have it."""
+    knee, capacity = "saturation.knee_throughput_rps", "saturation.capacity_rps"
+    if knee not in watched or not all("capacity_rps" in metrics(body, "saturation")
+                                      for body in (record, baseline)):
+        return list(watched)
+    return list(dict.fromkeys(capacity if name == knee else name for name in watched))
+
+
+def regression_gates(record: dict[str, Any], baseline: dict[str, Any],
+                     settings: RegressionStage) -> tuple[list[Gate], list[Delta]]:
+    """One gate per watched metric; a metric missing on either side fails with the reason."""
+    deltas = compare(record, baseline, settings.tolerance.fraction)
+    tolerance = settings.tolerance.fraction * 100
+    watched_metrics = capacity_for_knee(settings.metrics, record, baseline)
+    gates = []
+    for watched in watched_metrics:
+        stage, _, metric = watched.partition(".")
+        name = f"regression.{watched}"
+        current = metrics(record, stage).get(metric)
+        before, _ = baseline_value(baseline, watched)
+        threshold = f"<= {tolerance:g}% worse than the live release"
+        if current is None:
+            gates.append(Gate(name, "missing from this run", threshold, False))
+            continue
+        if before is None:
+            gates.append(Gate(name, f"missing from the live release {baseline.get('release_id')}",
+                              threshold, False))
+            continue
+        delta = Delta(stage, metric, before, current, metric_direction(metric),
+                      settings.tolerance.fraction)
+        if delta.worse_by is None:
+            gates.append(Gate(name, f"not comparable ({before:g} → {current:g})", threshold,
+                              False))
+            continue
+        gates.append(Gate.at_most(name, round(delta.worse_by * 100, 2), tolerance, "%"))
+    return gates, deltas
+
+
+def fallbacks_used(baseline: dict[str, Any], settings: RegressionStage) -> dict[str, str]:
+    """Watched metric -> the older metric of the live release it was compared with."""
+    used = {}
+    for watched in settings.metrics:
+        value, name = baseline_value(baseline, watched)
+        if value is not None and name != watched:
+            used[watched] = name
+    return used

@@ -1,0 +1,207 @@
+"""A release store in a local directory: atomic create-only writes, compare-and-swap by a
+lock-free rename."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+from pipeline.errors import ConflictError, StoreError
+from pipeline.release.store.base import blob_key, read_verified
+
+CHUNK = 1 << 20
+
+
+class LocalStore:
+    """A directory. Writes go to a temp file that is fsynced and then linked or renamed
+    into place, so a reader never sees half a file and a crash leaves only temp files."""
+
+    def __init__(self, root: Path, url: str) -> None:
+        self.root = root
+        self.url = url
+
+    def _path(self, key: str) -> Path:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StoreError(f"invalid store key {key!r}")
+        return self.root / key
+
+    @contextlib.contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            if isinstance(exc, FileExistsError):
+                raise
+            reason = exc.strerror or str(exc)
+            raise StoreError(f"store {self.url}: cannot {action}: {reason}") from None
+
+    def _temp(self, final: Path) -> Path:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return final.parent / f".{final.name}.{secrets.token_hex(6)}.tmp"
+
+    @staticmethod
+    def _fsync_dir(folder: Path) -> None:
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+    def _write_temp(self, final: Path, data: bytes) -> Path:
+        temp = self._temp(final)
+        with temp.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return temp
+
+    def has_blob(self, digest: str) -> bool:
+        return self._path(blob_key(digest)).is_file()
+
+    def put_blob(self, path: Path, digest: str) -> bool:
+        """Copy `path` in under its digest unless present; True when bytes were written."""
+        final = self._path(blob_key(digest))
+        if final.is_file():
+            return False
+        with self._errors(f"write blob {digest[:12]}"):
+            temp = self._temp(final)
+            hasher = hashlib.sha256()
+            try:
+                with path.open("rb") as source, temp.open("wb") as target:
+                    while chunk := source.read(CHUNK):
+                        hasher.update(chunk)
+                        target.write(chunk)
+                    target.flush()
+                    os.fsync(target.fileno())
+                if hasher.hexdigest() != digest:
+                    raise StoreError(f"{path} changed while it was published: sha256 "
+                                     f"{hasher.hexdigest()[:12]} is not {digest[:12]}")
+                os.replace(temp, final)
+                self._fsync_dir(final.parent)
+            finally:
+                temp.unlink(missing_ok=True)
+        return True
+
+    def put_blob_bytes(self, data: bytes) -> tuple[str, bool]:
+        digest = hashlib.sha256(data).hexdigest()
+        final = self._path(blob_key(digest))
+        if final.is_file():
+            return digest, False
+        with self._errors(f"write blob {digest[:12]}"):
+            temp = self._write_temp(final, data)
+            try:
+                os.replace(temp, final)
+                self._fsync_dir(final.parent)
+            finally:
+                temp.unlink(missing_ok=True)
+        return digest, True
+
+    def read_blob(self, digest: str) -> bytes:
+        return read_verified(self, digest)
+
+    def fetch_blob(self, digest: str, destination: Path) -> None:
+        """Copy a blob out, checking its digest on the way; nothing is left on a mismatch."""
+        source = self._path(blob_key(digest))
+        hasher = hashlib.sha256()
+        try:
+            with source.open("rb") as reader, destination.open("wb") as writer:
+                while chunk := reader.read(CHUNK):
+                    hasher.update(chunk)
+                    writer.write(chunk)
+        except FileNotFoundError:
+            destination.unlink(missing_ok=True)
+            raise StoreError(f"store {self.url}: blob {digest[:12]} is missing") from None
+        if hasher.hexdigest() != digest:
+            destination.unlink(missing_ok=True)
+            raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
+
+    def verify_blob(self, digest: str) -> str | None:
+        """None if the blob is there and intact, else what is wrong."""
+        path = self._path(blob_key(digest))
+        hasher = hashlib.sha256()
+        try:
+            with path.open("rb") as handle:
+                while chunk := handle.read(CHUNK):
+                    hasher.update(chunk)
+        except FileNotFoundError:
+            return f"blob {digest[:12]} is missing"
+        except OSError as exc:
+            return f"blob {digest[:12]} cannot be read: {exc.strerror}"
+        if hasher.hexdigest() != digest:
+            return f"blob {digest[:12]} is corrupt (sha256 {hasher.hexdigest()[:12]})"
+        return None
+
+    def check_blob(self, digest: str, size: int, recorded: str | None = None) -> str | None:
+        """Before a pointer moves. A local file system computes no checksum of its own, and
+        re-hashing a local file is cheap (about 1 s per GiB), so this is the full check."""
+        return self.verify_blob(digest)
+
+    def blob_record(self, digest: str) -> dict[str, str] | None:
+        """Nothing store-computed to keep: promotion re-hashes local blobs."""
+        return None
+
+    def caller_identity(self) -> dict[str, str] | None:
+        """A directory has no credentials to name."""
+        return None
+
+    def create(self, key: str, data: bytes) -> None:
+        final = self._path(key)
+        with self._errors(f"create {key}"):
+            temp = self._write_temp(final, data)
+            try:
+                os.link(temp, final)
+                self._fsync_dir(final.parent)
+            except FileExistsError:
+                raise ConflictError(f"store {self.url}: {key} already exists") from None
+            finally:
+                temp.unlink(missing_ok=True)
+
+    def read(self, key: str) -> bytes | None:
+        with self._errors(f"read {key}"):
+            try:
+                return self._path(key).read_bytes()
+            except FileNotFoundError:
+                return None
+
+    def read_versioned(self, key: str) -> tuple[bytes, str] | None:
+        data = self.read(key)
+        return None if data is None else (data, hashlib.sha256(data).hexdigest())
+
+    def write_if(self, key: str, data: bytes, expected_etag: str | None) -> None:
+        """Replace `key` only if it still has `expected_etag` (None: only if absent).
+
+        An flock on a lock file serialises writers; the kernel drops it if we die,
+        so no stale lock survives a crash. The swap itself is an atomic rename.
+        """
+        final = self._path(key)
+        with self._errors(f"update {key}"):
+            final.parent.mkdir(parents=True, exist_ok=True)
+            lock_path = final.parent / f".{final.name}.lock"
+            with lock_path.open("a") as lock:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+                current = self.read_versioned(key)
+                current_etag = None if current is None else current[1]
+                if current_etag != expected_etag:
+                    raise ConflictError(
+                        f"store {self.url}: {key} changed since it was read (another "
+                        "promotion or rollback won the race); nothing was changed")
+                temp = self._write_temp(final, data)
+                try:
+                    os.replace(temp, final)
+                    self._fsync_dir(final.parent)
+                finally:
+                    temp.unlink(missing_ok=True)
+
+    def list(self, prefix: str) -> list[str]:
+        folder = self._path(prefix.rstrip("/"))
+        if not folder.is_dir():
+            return []
+        with self._errors(f"list {prefix}"):
+            return sorted(
+                p.relative_to(self.root).as_posix() for p in folder.rglob("*")
+                if p.is_file() and not p.name.startswith("."))

@@ -1,0 +1,107 @@
+"""`store verify`: check every manifest's blobs and every pointer, read-only."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from pipeline.digest import sha256_bytes
+from pipeline.release.pointers import audit_key
+from pipeline.release.store.base import Store
+
+
+@dataclass
+class StoreCheck:
+    manifests: int = 0
+    blobs: int = 0
+    pointers: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"manifests": self.manifests, "blobs": self.blobs, "pointers": self.pointers,
+                "problems": self.problems, "ok": not self.problems}
+
+
+def _load(store: Store, key: str, check: StoreCheck) -> dict[str, Any] | None:
+    data = store.read(key)
+    if data is None:
+        check.problems.append(f"{key}: listed but unreadable")
+        return None
+    try:
+        body = json.loads(data)
+    except ValueError:
+        check.problems.append(f"{key}: not valid JSON")
+        return None
+    if not isinstance(body, dict):
+        check.problems.append(f"{key}: not a JSON object")
+        return None
+    return body
+
+
+def verify_store(store: Store) -> StoreCheck:
+    check = StoreCheck()
+    releases: dict[tuple[str, str], dict[str, Any]] = {}
+    verified: dict[str, str | None] = {}
+    for key in store.list("releases/"):
+        parts = key.split("/")
+        if len(parts) != 3 or not parts[2].endswith(".json"):
+            check.problems.append(f"{key}: unexpected key under releases/")
+            continue
+        manifest = _load(store, key, check)
+        if manifest is None:
+            continue
+        check.manifests += 1
+        name, release_id = parts[1], parts[2].removesuffix(".json")
+        if manifest.get("release_id") != release_id or manifest.get("name") != name:
+            check.problems.append(f"{key}: names release {manifest.get('release_id')!r} of "
+                                  f"{manifest.get('name')!r}")
+        releases[(name, release_id)] = manifest
+        for blob in manifest.get("blobs", []):
+            digest = str(blob.get("digest", ""))
+            if digest not in verified:
+                verified[digest] = store.verify_blob(digest)
+                check.blobs += 1
+            if verified[digest]:
+                check.problems.append(f"release {name}/{release_id} {blob.get('role')}: "
+                                      f"{verified[digest]}")
+    for key in store.list("environments/"):
+        parts = key.split("/")
+        if len(parts) != 3 or not parts[2].endswith(".json"):
+            continue
+        pointer = _load(store, key, check)
+        if pointer is None:
+            continue
+        check.pointers += 1
+        name, environment = parts[1], parts[2].removesuffix(".json")
+        current = pointer.get("current")
+        events = pointer.get("events", [])
+        if current is not None and (name, current) not in releases:
+            check.problems.append(f"{name}/{environment}: current release {current} has no "
+                                  "manifest")
+        if events and events[-1].get("release_id") != current:
+            check.problems.append(f"{name}/{environment}: current {current} is not the last "
+                                  "event's release")
+        for event in events:
+            recorded = event.get("manifest_sha256")
+            key_of = f"releases/{name}/{event.get('release_id')}.json"
+            data = store.read(key_of) if recorded else None
+            if recorded and data is not None and sha256_bytes(data) != recorded:
+                check.problems.append(f"{name}/{environment}: the manifest of "
+                                      f"{event.get('release_id')} changed after it was "
+                                      "promoted (tampered?)")
+            if (name, event.get("release_id")) not in releases:
+                check.problems.append(f"{name}/{environment}: event at {event.get('at')} "
+                                      f"names unknown release {event.get('release_id')}")
+        last = events[-1] if events else None
+        if last is not None and not {"at", "action"} <= set(last):
+            check.problems.append(f"{name}/{environment}: the last event is malformed")
+        elif last is not None and store.read(audit_key(name, environment, last)) is None:
+            check.problems.append(f"{name}/{environment}: the last move ({events[-1].get('at')})"
+                                  " has no audit entry (the next move writes it)")
+        for earlier, later in pairwise(events):
+            if later.get("previous_release_id") != earlier.get("release_id"):
+                check.problems.append(f"{name}/{environment}: history broken at "
+                                      f"{later.get('at')}")
+    return check

@@ -1,0 +1,1 @@
+"""Reports rendered from a run record: terminal, HTML (+ charts), markdown, formats."""

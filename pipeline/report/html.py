@@ -1,0 +1,473 @@
+"""Render a run record (never live objects) as one self-contained HTML page.
+
+The page is built as an ElementTree and serialized once, so every string from the
+record is escaped by the serializer; there is no hand-concatenated markup, no script and
+no external URL. Stable ids (`gates`, `knee-chart`, `batch-chart`) let tests find the parts.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+from pipeline.report import charts
+from pipeline.report import views as data
+from pipeline.report.capacity import capacity as capacity_view
+from pipeline.report.compare import DEFAULT_TOLERANCE, Direction, comparability_note, compare
+
+STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
+
+CSS = """
+:root { --ink:#1f2328; --muted:#656d76; --line:#d8dee4; --soft:#f6f8fa;
+  --pass:#1a7f37; --pass-bg:#dafbe1; --fail:#cf222e; --fail-bg:#ffebe9;
+  --warn:#9a6700; --warn-bg:#fff8c5; --blue:#2f81f7; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--soft); color: var(--ink);
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "Liberation Sans", "DejaVu Sans",
+  sans-serif; }
+main { max-width: 1240px; margin: 0 auto; padding: 18px 20px 32px; }
+h1 { font-size: 20px; margin: 0; }
+h2 { font-size: 15px; margin: 0 0 10px; }
+p { margin: 6px 0; }
+.muted { color: var(--muted); }
+.mono, dd, code { font-family: "DejaVu Sans Mono", "Liberation Mono", ui-monospace, monospace;
+  font-size: 12.5px; }
+.banner { display: flex; justify-content: space-between; align-items: center; gap: 16px;
+  background: #fff; border: 1px solid var(--line); border-left: 6px solid var(--muted);
+  border-radius: 8px; padding: 14px 18px; margin-bottom: 12px; }
+.banner.passed { border-left-color: var(--pass); }
+.banner.failed, .banner.interrupted { border-left-color: var(--fail); }
+.banner .sub { color: var(--muted); margin-top: 4px; }
+.banner .verdict { font-size: 16px; font-weight: 600; text-align: right; white-space: nowrap; }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 999px; font-weight: 600;
+  font-size: 12px; }
+.badge.pass { background: var(--pass-bg); color: var(--pass); }
+.badge.fail { background: var(--fail-bg); color: var(--fail); }
+.badge.warn { background: var(--warn-bg); color: var(--warn); }
+.badge.other { background: #eaeef2; color: var(--muted); }
+.badge.big { font-size: 14px; padding: 3px 12px; margin-right: 8px; vertical-align: 2px; }
+.stages { display: flex; flex-wrap: wrap; gap: 8px; margin: 0 0 12px; padding: 0;
+  list-style: none; }
+.stages li { background: #fff; border: 1px solid var(--line); border-radius: 6px;
+  padding: 4px 10px; }
+.stages li.passed .mark { color: var(--pass); }
+.stages li.failed { border-color: var(--fail); background: var(--fail-bg); }
+.stages li.failed .mark { color: var(--fail); }
+.stages li.aborted, .stages li.skipped { color: var(--muted); }
+.stages .time { color: var(--muted); margin-left: 6px; font-size: 12px; }
+.failure { background: var(--fail-bg); border: 1px solid var(--fail); border-radius: 6px;
+  padding: 8px 12px; margin: 0 0 12px; }
+.grid { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 14px;
+  margin-bottom: 14px; align-items: start; }
+.column { display: grid; gap: 14px; }
+section { background: #fff; border: 1px solid var(--line); border-radius: 8px;
+  padding: 12px 16px; }
+section.wide { margin-bottom: 14px; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #eaeef2;
+  vertical-align: top; }
+th { font-size: 12px; color: var(--muted); font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num.short { white-space: nowrap; }
+td.label { white-space: nowrap; }
+td.wide { text-align: left; }
+td.fail { color: var(--fail); font-weight: 600; }
+tr.neutral td { color: var(--muted); }
+#gates td.mono { white-space: nowrap; }
+#gates td.group { border-bottom-color: #d0d7de; }
+tr.fail td { background: var(--fail-bg); }
+tr.fail td.result { color: var(--fail); }
+td.result { font-weight: 600; white-space: nowrap; }
+tr.pass td.result { color: var(--pass); }
+td.stage { color: var(--muted); }
+tr.regressed td { background: var(--fail-bg); }
+tr.improved td.verdict { color: var(--pass); }
+td.verdict { white-space: nowrap; font-weight: 600; }
+tr.regressed td.verdict { color: var(--fail); }
+.split { display: flex; height: 14px; border-radius: 4px; overflow: hidden; margin: 8px 0 4px;
+  background: #eaeef2; }
+.split span { display: block; height: 100%; }
+.q { background: #d4a72c; } .c { background: var(--blue); } .o { background: #8c959f; }
+.legend { display: flex; flex-wrap: wrap; gap: 4px 14px; font-size: 12px;
+  color: var(--muted); }
+.legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
+  margin-right: 4px; vertical-align: -1px; }
+.tiles { display: grid; grid-template-columns: repeat(4, minmax(0, 1fr)); gap: 8px; }
+.tile { background: var(--soft); border-radius: 6px; padding: 6px 10px; }
+.tile .label { font-size: 12px; color: var(--muted); }
+.tile .value { font-size: 17px; font-weight: 600; }
+.tile .value.na { font-size: 14px; color: var(--muted); font-weight: 500; }
+svg { display: block; max-width: 100%; height: auto; margin: 4px 0; }
+details summary { cursor: pointer; color: var(--muted); margin-top: 6px; }
+dl.kv { display: grid; grid-template-columns: 200px minmax(0, 1fr); gap: 3px 14px; margin: 0; }
+dl.kv dt { color: var(--muted); }
+dl.kv dd { margin: 0; overflow-wrap: anywhere; }
+@media (max-width: 900px) { .grid { grid-template-columns: minmax(0, 1fr); } }
+@media print { body { background: #fff; } section, .banner { break-inside: avoid; } }
+"""
+
+
+def _el(parent: ET.Element, tag: str, text: str | None = None, cls: str | None = None,
+        **attrs: str) -> ET.Element:
+    element = ET.SubElement(parent, tag, attrs)
+    if cls:
+        element.set("class", cls)
+    if text is not None:
+        element.text = text
+    return element
+
+
+def _section(parent: ET.Element, title: str, cls: str | None = None) -> ET.Element:
+    section = _el(parent, "section", cls=cls)
+    _el(section, "h2", title)
+    return section
+
+
+def _table(parent: ET.Element, headers: list[tuple[str, str]],
+           table_id: str | None = None) -> ET.Element:
+    """A table with a header row; returns its tbody. Header pairs are (text, css class)."""
+    table = _el(parent, "table", **({"id": table_id} if table_id else {}))
+    row = _el(_el(table, "thead"), "tr")
+    for header, cls in headers:
+        _el(row, "th", header, cls=cls or None)
+    return _el(table, "tbody")
+
+
+def _banner(parent: ET.Element, record: Mapping[str, Any]) -> None:
+    status = str(record.get("status") or "unknown")
+    passed, failed = data.status_counts(data.gate_rows(record))
+    banner = _el(parent, "div", cls=f"banner {status}")
+    left = _el(banner, "div")
+    heading = _el(left, "h1")
+    badge = {"passed": "pass", "failed": "fail"}.get(status, "other")
+    _el(heading, "span", status.upper(), cls=f"badge big {badge}")
+    heading_text = str(record.get("name") or "serve-pipeline run")
+    if record.get("environment"):
+        heading_text += f" · {record['environment']}"
+    _el(heading, "span", heading_text)
+    facts = [f"run {record.get('run_id') or '—'}", f"release {record.get('release_id') or '—'}"]
+    if record.get("promoted_to"):
+        facts.append(f"{record['promoted_to']} now points at this release")
+    if record.get("interrupted") is True:
+        facts.append("interrupted")
+    _el(left, "div", " · ".join(facts), cls="sub")
+    verdict = f"{passed} of {passed + failed} gates passed"
+    if failed:
+        verdict = f"{failed} gate{'s' if failed > 1 else ''} FAILED ({verdict})"
+    elif not passed:
+        verdict = "no gate evaluated"
+    _el(banner, "div", verdict, cls="verdict")
+
+
+def _stage_strip(parent: ET.Element, record: Mapping[str, Any]) -> None:
+    rows = data.stage_rows(record)
+    if not rows:
+        return
+    strip = _el(parent, "ul", cls="stages")
+    for row in rows:
+        item = _el(strip, "li", cls=row.status, title=row.message)
+        _el(item, "span", STATUS_MARK.get(row.status, "?") + " ", cls="mark")
+        _el(item, "span", row.name)
+        if row.duration_s is not None:
+            _el(item, "span", f"{row.duration_s:.1f}s", cls="time")
+    failure = data.first_failure(record)
+    if failure is not None:
+        _el(parent, "p", f"Stage {failure.name} failed: {failure.message or 'no message'}",
+            cls="failure")
+
+
+_RESULT_MARK = {"passed": "✓", "failed": "✗", "inconclusive": "?"}
+
+
+def _gates(parent: ET.Element, record: Mapping[str, Any]) -> None:
+    section = _section(parent, "Gates", cls="wide")
+    rows = data.gate_rows(record)
+    body = _table(section, [("stage", ""), ("gate", ""), ("observed", "num"),
+                            ("threshold", "num"), ("interval, samples", "num"),
+                            ("result", "")], table_id="gates")
+    for gate in rows:
+        row = _el(body, "tr", cls="pass" if gate.passed else "fail")
+        _el(row, "td", gate.stage, cls="stage")
+        _el(row, "td", gate.name, cls="mono")
+        value_cls = "num short" if gate.numeric else "num"
+        _el(row, "td", gate.observed, cls=value_cls)
+        _el(row, "td", gate.threshold, cls=value_cls)
+        _el(row, "td", gate.evidence or "—", cls="num")
+        _el(row, "td", _RESULT_MARK[gate.outcome] + " " + gate.label, cls="result")
+    if not rows:
+        _el(_el(body, "tr"), "td", "No gate was evaluated: the run stopped before any gated "
+            "stage.", cls="muted", colspan="6")
+    reasons = [gate for gate in rows if gate.reason and not gate.passed]
+    if reasons:
+        listing = _el(section, "ul", cls="gate-reasons")
+        for gate in reasons:
+            _el(listing, "li", f"{gate.name} {gate.outcome}: {gate.reason}")
+
+
+def _split_bar(parent: ET.Element, waits: data.Waits) -> None:
+    queue, compute, outside = waits.queue_ms, waits.compute_total_ms, waits.outside_server_ms
+    if not waits.mean_ms or queue is None or compute is None or outside is None:
+        return
+    parts = [("q", "server queue", queue), ("c", "server compute", compute),
+             ("o", "outside the server (HTTP, network, client)", outside)]
+    total = sum(value for _, _, value in parts) or 1.0
+    _el(parent, "p", f"Of the mean client latency {data.ms(waits.mean_ms)}:", cls="muted")
+    bar = _el(parent, "div", cls="split")
+    legend = _el(parent, "div", cls="legend")
+    for cls, label, value in parts:
+        _el(bar, "span", cls=cls, style=f"width:{100 * value / total:.1f}%",
+            title=f"{label}: {data.ms(value)}")
+        item = _el(legend, "span")
+        _el(item, "i", cls=cls)
+        _el(item, "span", f"{label} {data.ms(value)} ({value / total:.0%})")
+
+
+def _waits(parent: ET.Element, record: Mapping[str, Any]) -> None:
+    section = _section(parent, "Where requests waited")
+    waits = data.waits(record)
+    if waits is None:
+        _el(section, "p", "The latency stage did not measure (see the stages above).",
+            cls="muted")
+        return
+    load = "Latency stage window"
+    if waits.concurrency is not None:
+        load += f", closed loop at concurrency {waits.concurrency:g}"
+    if waits.throughput_rps is not None:
+        load += f": {data.format_value(waits.throughput_rps, '/s')}"
+    _el(section, "p", load + ".", cls="muted")
+    names = list(waits.client_ms)
+    body = _table(section, [("", ""), *((name, "num") for name in names)])
+    row = _el(body, "tr")
+    _el(row, "td", "client, end to end", cls="label")
+    for name in names:
+        _el(row, "td", data.ms(waits.client_ms[name]), cls="num")
+    if waits.queue_ms is not None:
+        row = _el(body, "tr")
+        _el(row, "td", "server queue (avg)", cls="label")
+        text = data.ms(waits.queue_ms)
+        if waits.queue_budget_ms is not None:
+            text += f" (mean budget {data.ms(waits.queue_budget_ms)})"
+        over = waits.queue_budget_ms is not None and waits.queue_ms > waits.queue_budget_ms
+        _el(row, "td", text + (" — over budget" if over else ""),
+            cls="wide" + (" fail" if over else ""), colspan=str(len(names)))
+    if waits.compute_ms:
+        row = _el(body, "tr")
+        _el(row, "td", "server compute (avg)", cls="label")
+        parts = " + ".join(f"{name} {data.ms(value)}" for name, value in waits.compute_ms.items())
+        text = data.ms(waits.compute_total_ms)
+        if len(waits.compute_ms) > 1:
+            text += f" = {parts}"
+        _el(row, "td", text, cls="wide", colspan=str(len(names)))
+    _split_bar(section, waits)
+
+
+def _tile(parent: ET.Element, label: str, value: str | None) -> None:
+    tile = _el(parent, "div", cls="tile")
+    _el(tile, "div", label, cls="label")
+    _el(tile, "div", value or "not measured", cls="value" + ("" if value else " na"))
+
+
+def _memory(parent: ET.Element, record: Mapping[str, Any]) -> None:
+    section = _section(parent, "Memory after warm traffic")
+    memory = data.memory(record)
+    if memory is None:
+        _el(section, "p", "Not measured in this run.", cls="muted")
+        return
+
+    def mib(value: float | None) -> str | None:
+        return None if value is None else data.format_value(value, "MiB")
+
+    tiles = _el(section, "div", cls="tiles")
+    _tile(tiles, "RSS", mib(memory.rss_mb))
+    _tile(tiles, "PSS", mib(memory.pss_mb))
+    _tile(tiles, "GPU", mib(memory.gpu_mb))
+    _tile(tiles, "RSS at cold start", mib(memory.cold_rss_mb))
+    scope = "Whole server process tree"
+    if memory.processes is not None:
+        scope += f" ({memory.processes:g} processes: server plus backend stubs)"
+    _el(section, "p", scope + ", measured after the latency stage's traffic.", cls="muted")
+
+
+def _burst(parent: ET.Element, record: Mapping[str, Any]) -> None:
+    burst = data.burst(record)
+    if burst is None:
+        return
+    section = _section(parent, "Burst (open loop)")
+    line = _el(section, "p")
+    if burst.valid is False:
+        _el(line, "span", "invalid", cls="badge warn").tail = " "
+    elif burst.valid is True:
+        _el(line, "span", "valid", cls="badge pass").tail = " "
+    _el(line, "span", burst.summary())
+    if burst.schedule_lag_p99_ms is not None:
+        note = f"Client schedule lag p99 {data.ms(burst.schedule_lag_p99_ms)}"
+        if burst.valid is False:
+            note += ": the load generator fell behind its schedule, so the burst was not " \
+                    "delivered as planned."
+        _el(section, "p", note, cls="muted")
+
+
+def _knee(parent: ET.Element, record: Mapping[str, Any]) -> None:
+    section = _section(parent, "Where the knee is")
+    knee = data.knee(record)
+    if knee is None:
+        _el(section, "p", "The saturation stage did not run.", cls="muted")
+        section.append(charts.knee_chart([], slo=None, knee_x=None))
+        return
+    _el(section, "p", knee.summary())
+    capacity = capacity_view(record)
+    if capacity is not None:
+        line = _el(section, "p", cls="capacity")
+        if capacity.lower_bound:
+            _el(line, "span", "lower bound", cls="badge warn").tail = " "
+        _el(line, "span", capacity.summary())
+    points = [charts.ChartPoint(
+        probe.concurrency, probe.p99_ms, probe.passed,
+        f"concurrency {probe.concurrency:g}: p99 {data.ms(probe.p99_ms)}, "
+        f"{data.format_value(probe.throughput_rps, '/s')}, errors {probe.error_rate:.2%}, "
+        + ("SLO met" if probe.passed else "SLO missed"), probe.throughput_rps)
+        for probe in knee.probes]
+    knee_label = None
+    if knee.lower_bound and knee.throughput_rps is not None:
+        knee_label = f"≥ {knee.throughput_rps:,.0f}/s: cap reached, lower bound"
+    section.append(charts.knee_chart(
+        points, slo=knee.slo_p99_ms, knee_x=knee.concurrency, knee_label=knee_label,
+        capacity_rps=capacity.rate_rps if capacity else None,
+        capacity_label=capacity.headline().rstrip(".") if capacity else ""))
+    legend = _el(section, "div", cls="legend")
+    for colour, label in ((charts.PASS, "SLO met"), (charts.FAIL, "SLO missed"),
+                          (charts.INK, "ringed: the knee" if not knee.lower_bound else
+                           "ringed: the cap (a lower bound, not a knee)"),
+                          (charts.PREFERRED, "squares: throughput; line: open-loop capacity")):
+        item = _el(legend, "span")
+        _el(item, "i", style=f"background:{colour};border-radius:50%")
+        _el(item, "span", label)
+    if knee.probes:
+        more = _el(section, "details")
+        _el(more, "summary", f"{len(knee.probes)} probes")
+        body = _table(more, [("concurrency", "num"), ("throughput", "num"), ("p99", "num"),
+                             ("errors", "num"), ("SLO", "")])
+        for probe in knee.probes:
+            row = _el(body, "tr", cls="pass" if probe.passed else "fail")
+            for text in (f"{probe.concurrency:g}", data.format_value(probe.throughput_rps, "/s"),
+                         data.ms(probe.p99_ms), f"{probe.error_rate:.2%}"):
+                _el(row, "td", text, cls="num short")
+            _el(row, "td", "met" if probe.passed else "missed", cls="result")
+    if capacity is not None and capacity.steps:
+        steps = _el(section, "details")
+        _el(steps, "summary", f"{len(capacity.steps)} open-loop rate steps")
+        body = _table(steps, [("rate", "num"), ("p99", "num"), ("samples", "num"),
+                              ("verdict", "")])
+        for step in capacity.steps:
+            row = _el(body, "tr", cls="pass" if step.verdict == "pass" else "fail")
+            for text in (data.format_value(step.rate_rps, "/s"), data.ms(step.p99_ms),
+                         f"{step.samples:,.0f}"):
+                _el(row, "td", text, cls="num short")
+            _el(row, "td", f"{step.verdict}: {step.reason}", cls="result")
+
+
+def _batches(parent: ET.Element, record: Mapping[str, Any]) -> None:
+    section = _section(parent, "What batches formed")
+    batches = data.batches(record)
+    if batches is None:
+        section.append(charts.batch_chart({}, []))
+        return
+    _el(section, "p", batches.summary())
+    section.append(charts.batch_chart(batches.executions, batches.preferred))
+    legend = _el(section, "div", cls="legend")
+    keys = [(charts.BAR, "formed")]
+    if batches.preferred:
+        keys.append((charts.PREFERRED, "preferred size"))
+    for colour, label in keys:
+        item = _el(legend, "span")
+        _el(item, "i", style=f"background:{colour}")
+        _el(item, "span", label)
+    if batches.never_formed:
+        item = _el(legend, "span")
+        _el(item, "i", style=f"border:1px dashed {charts.PREFERRED}")
+        _el(item, "span", "preferred, never formed")
+
+
+def _comparison(parent: ET.Element, record: Mapping[str, Any],
+                baseline: Mapping[str, Any] | None, tolerance: float) -> None:
+    section = _section(parent, "Compared with the live release", cls="wide")
+    section.set("id", "comparison")
+    if baseline is None:
+        _el(section, "p", "Not compared: no live release was given.", cls="muted")
+        return
+    _el(section, "p", f"Live release {baseline.get('release_id') or '—'} (run "
+        f"{baseline.get('run_id') or '—'}). Regressions are changes for the worse beyond "
+        f"{tolerance:.0%}: latency, errors and memory up, throughput down.", cls="muted")
+    note = comparability_note(record, baseline)
+    if note:
+        _el(section, "p", note, cls="failure")
+    deltas = compare(record, baseline, tolerance)
+    regressed = [delta for delta in deltas if delta.regressed]
+    if regressed:
+        names = ", ".join(f"{d.stage}.{d.metric} {d.change_text}" for d in regressed)
+        summary = _el(section, "p")
+        _el(summary, "span", f"{len(regressed)} regression{'s' if len(regressed) > 1 else ''}",
+            cls="badge fail").tail = f" {names}"
+    else:
+        summary = _el(section, "p")
+        _el(summary, "span", "no regression", cls="badge pass").tail = \
+            f" beyond {tolerance:.0%} in {len(deltas)} metrics."
+    body = _table(section, [("stage", ""), ("metric", ""), ("live", "num"),
+                            ("this run", "num"), ("change", "num"), ("", "")],
+                  table_id="deltas")
+    for delta in deltas:
+        cls = ("regressed" if delta.regressed else "improved" if delta.improved
+               else "neutral" if delta.direction is Direction.NEUTRAL else "same")
+        row = _el(body, "tr", cls=cls)
+        _el(row, "td", delta.stage, cls="stage")
+        _el(row, "td", delta.metric, cls="mono")
+        _el(row, "td", data.format_value(delta.baseline), cls="num")
+        _el(row, "td", data.format_value(delta.current), cls="num")
+        _el(row, "td", delta.change_text, cls="num")
+        verdict = "regression" if delta.regressed else "better" if delta.improved else ""
+        _el(row, "td", verdict, cls="verdict")
+
+
+def _provenance(parent: ET.Element, record: Mapping[str, Any]) -> None:
+    section = _section(parent, "Provenance", cls="wide")
+    rows = data.provenance(record)
+    if not rows:
+        _el(section, "p", "The record carries no identifying fields.", cls="muted")
+        return
+    listing = _el(section, "dl", cls="kv")
+    for key, value in rows:
+        _el(listing, "dt", key)
+        _el(listing, "dd", value)
+    server = record.get("server")
+    teardown = data.number(record.get("teardown_s"))
+    if isinstance(server, Mapping) and server.get("exit") and teardown is not None:
+        _el(section, "p", f"Server shutdown: {server['exit']} after {teardown:.1f} s.",
+            cls="muted")
+
+
+def render_html(record: dict[str, Any], baseline: dict[str, Any] | None = None, *,
+                tolerance: float = DEFAULT_TOLERANCE) -> str:
+    """The whole report as one HTML document: inline CSS, inline SVG, no script."""
+    html = ET.Element("html", {"lang": "en"})
+    head = _el(html, "head")
+    _el(head, "meta", charset="utf-8")
+    _el(head, "meta", name="viewport", content="width=device-width, initial-scale=1")
+    _el(head, "title", f"serve-pipeline {record.get('status') or ''} · run "
+        f"{record.get('run_id') or '?'}")
+    _el(head, "style", CSS)
+    main = _el(_el(html, "body"), "main")
+    _banner(main, record)
+    _stage_strip(main, record)
+    _gates(main, record)
+    measured = _el(main, "div", cls="grid")
+    _waits(measured, record)
+    right = _el(measured, "div", cls="column")
+    _memory(right, record)
+    _burst(right, record)
+    charts_row = _el(main, "div", cls="grid")
+    _knee(charts_row, record)
+    _batches(charts_row, record)
+    _comparison(main, record, baseline, tolerance)
+    _provenance(main, record)
+    return "<!DOCTYPE html>\n" + ET.tostring(html, encoding="unicode", method="html") + "\n"

@@ -1,0 +1,1 @@
+"""Docker: the engine (build, run, push) and deterministic serving-image contexts."""

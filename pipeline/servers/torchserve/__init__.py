@@ -1,0 +1,1 @@
+"""TorchServe: config.properties, the .mar archive, the process and its statistics."""

@@ -1,0 +1,391 @@
+"""TorchServe: a reproducible .mar and an isolated local JVM serving it.
+
+Isolation: each run gets its own working directory (key_file.json, logs),
+TMPDIR/TEMP (pid file, worker sockets, extracted models), ports on 127.0.0.1
+(gRPC too: TorchServe always opens it) and `--ncs`. Token authorization stays
+on; the keys are read from key_file.json, sent as Bearer tokens, never printed,
+and the key file is deleted at stop.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from pipeline.digest import canonical_json, sha256_bytes, sha256_file
+from pipeline.errors import PipelineError, ServerError
+from pipeline.measure.grpc_client import GrpcRequest
+from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch
+from pipeline.servers import http
+from pipeline.servers.base import (
+    ASSETS,
+    RUNTIME_MODULE,
+    BuiltArtifact,
+    EndpointLifecycle,
+    HttpRequest,
+    RemoteLiveness,
+)
+from pipeline.servers.process import ManagedProcess
+from pipeline.servers.torchserve.mar import build_mar, read_member
+from pipeline.servers.torchserve.properties import (
+    MODEL_VERSION,
+    PORT_NAMES,
+    PRODUCTION_PORTS,
+    check_properties,
+    render_properties,
+    serve_spec,
+)
+from pipeline.servers.torchserve.stats import TorchServeStats
+from pipeline.spec.models import (
+    DECLARED_HUGE_BYTES,
+    OVERSIZED_BODY_BYTES,
+    LoadedSpec,
+    ProbeName,
+    Spec,
+)
+
+# ---------------------------------------------------------------- the process
+
+# The most telling line first: each is tried in order over the launcher's output and
+# TorchServe's logs.
+_TELLING = (
+    re.compile(r"java not found.*"),
+    re.compile(r"Failed to bind to address[^\n]*"),
+    re.compile(r"Address already in use"),
+    re.compile(r"Failed to load model [^\n]*"),
+    re.compile(r"(?<=MODEL_LOG - )\w+(?:Error|Exception): [^\n]*"),
+    re.compile(r"TorchServe is already running[^\n]*"),
+    re.compile(r"Backend worker process died[^\n]*"),
+    re.compile(r"Worker disconnected[^\n]*"),
+    re.compile(r"ModelNotFoundException[^\n]*"),
+)
+
+
+class TorchServeEndpoint(EndpointLifecycle):
+    """A TorchServe reached over its HTTP APIs; started by us or already running."""
+
+    kind = "torchserve"
+
+    def __init__(self, loaded: LoadedSpec, inference_url: str, management_url: str,
+                 metrics_url: str, key_file: Path | None) -> None:
+        self.spec = loaded.spec
+        self.model_name = loaded.spec.name
+        self.inference_url = inference_url.rstrip("/")
+        self.management_url = management_url.rstrip("/")
+        self.metrics_url = metrics_url.rstrip("/")
+        self.key_file = key_file
+        self.ports: dict[str, int] = {}
+        self.process: ManagedProcess | None = None
+        self._keys: dict[str, str] | None = None
+        self._answering = RemoteLiveness(f"{self.metrics_url}/metrics")
+
+    def describe_death(self) -> str:
+        return f"TorchServe at {self.inference_url} stopped answering"
+
+    def log_excerpt(self) -> str:
+        return f"{self.management_url} did not report the workers READY"
+
+    def _worker_failures(self) -> int:
+        return 0
+
+    def _key(self, api: str) -> str:
+        if self.key_file is None:
+            return ""
+        if self._keys is None:
+            try:
+                body = json.loads(self.key_file.read_text())
+            except (FileNotFoundError, ValueError):
+                raise ServerError(f"no readable TorchServe key file at {self.key_file}") from None
+            self._keys = {name: str(body[name]["key"]) for name in ("inference", "management")}
+        return str(self._keys[api])
+
+    def _auth(self, api: str) -> dict[str, str]:
+        key = self._key(api)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    # ---- health
+
+    def is_ready(self, timeout_s: float = 2.0) -> bool:
+        try:
+            reply = http.call("GET", f"{self.management_url}/models/{self.model_name}",
+                              headers=self._auth("management"), timeout_s=timeout_s)
+        except (http.Unreachable, ServerError):
+            return False
+        if reply.status != 200:
+            return False
+        try:
+            described = json.loads(reply.body)
+            workers = described[0]["workers"]
+        except (ValueError, LookupError, TypeError):
+            return False
+        return len(workers) >= self.spec.server.instances and \
+            all(worker.get("status") == "READY" for worker in workers)
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.2) -> float:
+        started = self.process.started_at if self.process is not None else time.monotonic()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise ServerError(f"torchserve died before it was ready: {self.describe_death()}")
+            if self._worker_failures() >= 2 * self.spec.server.instances:
+                raise ServerError(f"TorchServe workers keep dying while they load the model "
+                                  f"(TorchServe retries forever): {self.log_excerpt()}")
+            if self.is_ready(timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
+                return time.monotonic() - started
+            time.sleep(poll_s)
+        raise ServerError(f"torchserve workers not READY within {timeout_s:g}s "
+                          f"(model '{self.model_name}'); {self.log_excerpt()}")
+
+    def stats(self) -> TorchServeStats:
+        try:
+            reply = http.call("GET", f"{self.metrics_url}/metrics", timeout_s=5.0)
+        except http.Unreachable as exc:
+            raise ServerError(f"cannot read TorchServe metrics: {exc}") from None
+        if reply.status != 200:
+            raise ServerError(f"TorchServe /metrics answered {reply.status}")
+        return TorchServeStats.from_prometheus(reply.text(), self.model_name)
+
+    # ---- inference
+
+    def infer_request(self, batch: Batch) -> HttpRequest:
+        buffer = io.BytesIO()
+        if len(batch) == 1:
+            np.save(buffer, next(iter(batch.values())), allow_pickle=False)
+        else:
+            np.savez(buffer, **batch)
+        return HttpRequest("POST", f"{self.inference_url}/predictions/{self.model_name}",
+                           buffer.getvalue(),
+                           {"Content-Type": "application/octet-stream", **self._auth("inference")})
+
+    def decode_outputs(self, response: http.Response) -> dict[str, Array]:
+        try:
+            return self._decoded(response)
+        except Exception as exc:  # any bytes can arrive here: whatever fails, the answer is bad
+            raise ServerError(f"the server's answer could not be decoded: "
+                              f"{type(exc).__name__}: {exc}") from None
+
+    def _decoded(self, response: http.Response) -> dict[str, Array]:
+        content_type = response.headers.get("content-type", "")
+        names = [t.name for t in self.spec.model.outputs]
+        if "json" in content_type:
+            body = json.loads(response.body)["outputs"]
+            return {name: np.asarray(tensor["data"], dtype=np.dtype(tensor["dtype"]))
+                    .reshape(tensor["shape"]) for name, tensor in body.items()}
+        if response.body[:6] == b"\x93NUMPY":
+            return {names[0]: np.load(io.BytesIO(response.body), allow_pickle=False)}
+        with np.load(io.BytesIO(response.body), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+
+    def probe_request(self, probe: ProbeName) -> HttpRequest:
+        model = self.spec.model
+        url = f"{self.inference_url}/predictions/{self.model_name}"
+        if probe == "oversized_body":
+            first = model.inputs[0]
+            item = int(np.prod(first.shape)) * np.dtype(NUMPY_DTYPES[first.dtype]).itemsize
+            rows = max(1, OVERSIZED_BODY_BYTES // item)
+            buffer = io.BytesIO()
+            np.save(buffer, np.zeros((rows, *first.shape), dtype=NUMPY_DTYPES[first.dtype]),
+                    allow_pickle=False)
+            return HttpRequest("POST", url, buffer.getvalue(),
+                               {"Content-Type": "application/octet-stream",
+                                **self._auth("inference")})
+        if probe == "declared_huge_shape":
+            first = model.inputs[0]
+            body = {"inputs": {first.name: {"shape": [1, DECLARED_HUGE_BYTES // 4],
+                                            "dtype": first.dtype, "data": [0] * 16}}}
+            return HttpRequest("POST", url, json.dumps(body).encode(),
+                               {"Content-Type": "application/json", **self._auth("inference")})
+        count = self.spec.server.batching.max_batch_size + 1 if probe == "batch_over_max" else 1
+        inputs: dict[str, Any] = {}
+        for position, tensor in enumerate(model.inputs):
+            if probe == "missing_input" and position == 0:
+                continue
+            shape = [count, *tensor.shape]
+            dtype = tensor.dtype
+            if position == 0 and probe == "wrong_shape":
+                shape[-1] += 1
+            if position == 0 and probe == "wrong_dtype":
+                dtype = "int32" if dtype.startswith("float") else "float32"
+            size = int(np.prod(shape))
+            inputs[tensor.name] = {"shape": shape, "dtype": dtype,
+                                   "data": [0] * size if dtype != "bool" else [False] * size}
+        name = f"{self.model_name}-does-not-exist" if probe == "unknown_model" else \
+            self.model_name
+        return HttpRequest("POST", f"{self.inference_url}/predictions/{name}",
+                           json.dumps({"inputs": inputs}).encode(),
+                           {"Content-Type": "application/json", **self._auth("inference")})
+
+    def grpc_request(self, batch: Batch) -> GrpcRequest | None:
+        """TorchServe's gRPC API is not measured (validate refuses protocol: grpc)."""
+        return None
+
+
+class TorchServeServer(TorchServeEndpoint):
+    """A local TorchServe, isolated in its own folder, temp folder and loopback ports."""
+
+    def __init__(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
+                 run_dir: Path, env: Mapping[str, str]) -> None:
+        home = run_dir / "torchserve"
+        super().__init__(loaded, f"http://127.0.0.1:{ports['inference']}",
+                         f"http://127.0.0.1:{ports['management']}",
+                         f"http://127.0.0.1:{ports['metrics']}", home / "key_file.json")
+        self.ports = dict(ports)
+        self.home = home
+        for folder in ("logs", "store"):
+            (self.home / folder).mkdir(parents=True, exist_ok=True)
+        # Worker sockets live in $TEMP and AF_UNIX paths are limited to ~107 bytes: a short,
+        # private temp folder rather than one under a possibly deep run folder.
+        self.scratch = Path(tempfile.mkdtemp(prefix="sp-ts-"))
+        shutil.copyfile(artifact.archive, self.home / "store" / f"{self.model_name}.mar")
+        config = self.home / "config.properties"
+        config.write_text(render_properties(loaded.spec, ports, str(self.home / "store"),
+                                            loopback_only=True))
+        launcher = Path(sys.executable).parent / "torchserve"
+        argv = [str(launcher), "--start", "--foreground", "--ncs", "--ts-config", str(config),
+                "--model-store", str(self.home / "store")]
+        child_env = {k: v for k, v in env.items() if k != "TS_CONFIG_FILE"}
+        child_env.update(
+            PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+            TMPDIR=str(self.scratch), TEMP=str(self.scratch),
+            LOG_LOCATION=str(self.home / "logs"), METRICS_LOCATION=str(self.home / "logs"))
+        self.local = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home)
+        self.process = self.local
+        self.workers: dict[int, str] = {}
+
+    def start(self) -> None:
+        self.local.start()
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.2) -> float:
+        seconds = super().wait_ready(timeout_s, poll_s)
+        # From now on a worker that dies is the server failing, even though the JVM lives
+        # on and starts another one.
+        self.workers = {p.pid: " ".join(p.cmdline()) for p in self.local.tree()
+                        if "model_service_worker" in " ".join(p.cmdline())}
+        return seconds
+
+    def alive(self) -> bool:
+        return self.local.is_running() and self._dead_worker() is None
+
+    def _dead_worker(self) -> int | None:
+        for pid in self.workers:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    continue
+            except psutil.NoSuchProcess:
+                pass
+            return pid
+        return None
+
+    def stop(self) -> None:
+        self.local.stop()
+        # The keys must not outlive the server; nor its pid file, worker sockets and
+        # extracted models (all under its private TMPDIR).
+        (self.home / "key_file.json").unlink(missing_ok=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # ---- keys and logs
+
+    def log_excerpt(self) -> str:
+        texts = []
+        for path in (self.local.log_path, self.home / "logs" / "ts_log.log",
+                     self.home / "logs" / "model_log.log"):
+            try:
+                texts.append(path.read_text(errors="replace"))
+            except FileNotFoundError:
+                continue
+        joined = "\n".join(texts)
+        for pattern in _TELLING:
+            found = [match.group(0) for match in pattern.finditer(joined)]
+            if found:
+                return "log: " + found[-1].strip()[:300]
+        return "last log lines: " + " | ".join(self.local.log_tail(6))
+
+    def describe_death(self) -> str:
+        dead = self._dead_worker() if self.local.is_running() else None
+        if dead is not None:
+            return f"a TorchServe worker (pid {dead}) died; {self.log_excerpt()}"
+        return f"torchserve {self.local.describe_exit()}; {self.log_excerpt()}"
+
+    def _worker_failures(self) -> int:
+        """How often a worker failed to come up (TorchServe retries forever)."""
+        try:
+            text = (self.home / "logs" / "ts_log.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return 0
+        return text.count("Backend worker process died")
+
+
+class TorchServeKind:
+    """TorchServe: a .mar with a batching handler, and config.properties."""
+
+    name = "torchserve"
+    port_names: tuple[str, ...] = PORT_NAMES
+
+    def _production_config(self, spec: Spec) -> str:
+        ports = {**PRODUCTION_PORTS, **spec.server.ports}
+        return render_properties(spec, ports, "model-store", loopback_only=False)
+
+    def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:
+        spec = loaded.spec
+        source = destination / "mar-source"
+        source.mkdir(parents=True)
+        stored = source / {"torchscript": "model.pt", "eager": "weights.pt",
+                           "onnx": "model.onnx"}[spec.model.format]
+        shutil.copyfile(model_file, stored)
+        extras = [source / "model_runtime.py", source / "serve_spec.json"]
+        shutil.copyfile(RUNTIME_MODULE, extras[0])
+        entrypoint_file = None
+        if spec.model.entrypoint is not None:
+            file_part, _, attribute = spec.model.entrypoint.rpartition(":")
+            shutil.copyfile(loaded.resolve(file_part), source / "entrypoint.py")
+            extras.append(source / "entrypoint.py")
+            entrypoint_file = f"entrypoint.py:{attribute}"
+        extras[1].write_bytes(canonical_json(serve_spec(spec, entrypoint_file)))
+        handler = source / "handler.py"
+        shutil.copyfile(ASSETS / "torchserve_handler.py", handler)
+        store = destination / "torchserve-store"
+        mar = build_mar(spec.name, MODEL_VERSION, stored, handler, extras, store,
+                        destination / "archiver-tmp", os.environ)
+        config = self._production_config(spec)
+        problems = check_properties(config, spec)
+        if problems:
+            raise PipelineError("config.properties check failed: " + "; ".join(problems))
+        return BuiltArtifact("torchserve-mar", store, mar, sha256_file(mar), "config.properties",
+                             config, sha256_bytes(config.encode()), model_file,
+                             sha256_file(model_file))
+
+    def restore(self, loaded: LoadedSpec, archive: Path, digest: str, model_file: Path,
+                destination: Path) -> BuiltArtifact:
+        spec = loaded.spec
+        store = destination / "torchserve-store"
+        store.mkdir(parents=True)
+        mar = store / f"{spec.name}.mar"
+        shutil.copyfile(archive, mar)
+        try:
+            packed = json.loads(read_member(mar, "serve_spec.json"))
+        except (KeyError, ValueError, OSError):
+            raise PipelineError("the release's .mar has no readable serve_spec.json") from None
+        entrypoint = packed.get("entrypoint")
+        if packed != serve_spec(spec, entrypoint):
+            raise PipelineError("the release's .mar was built for other tensors or batching than "
+                                "this environment's spec: a promotion never rebuilds; change "
+                                "serve.yaml and promote through the required environments")
+        config = self._production_config(spec)
+        return BuiltArtifact("torchserve-mar", store, mar, digest, "config.properties", config,
+                             sha256_bytes(config.encode()), model_file, sha256_file(model_file))
+
+    def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
+               run_dir: Path, env: Mapping[str, str]) -> TorchServeServer:
+        return TorchServeServer(loaded, artifact, ports, run_dir, env)

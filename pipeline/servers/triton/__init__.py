@@ -1,0 +1,1 @@
+"""NVIDIA Triton: config.pbtxt and model repository, the process, container, TensorRT."""

@@ -1,0 +1,287 @@
+"""Triton Inference Server: the installation, the local process, health and statistics."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+import sysconfig
+import tarfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.digest import deterministic_tar, sha256_bytes, sha256_file
+from pipeline.errors import PipelineError, ServerError
+from pipeline.measure.grpc_client import GrpcRequest
+from pipeline.model.tensors import Array, Batch
+from pipeline.servers import http
+from pipeline.servers.base import (
+    BuiltArtifact,
+    EndpointLifecycle,
+    HttpRequest,
+    RemoteLiveness,
+)
+from pipeline.servers.process import ManagedProcess
+from pipeline.servers.triton import kserve
+from pipeline.servers.triton.config import check_model_config, write_model_repository
+from pipeline.servers.triton.stats import TritonStats
+from pipeline.spec.models import LoadedSpec, ProbeName
+
+# ---------------------------------------------------------------- installation
+
+
+@dataclass(frozen=True)
+class TritonInstallation:
+    """The tritonserver binary and python backend bundled in the nvidia-pytriton wheel."""
+
+    binary: Path
+    backend_dir: Path
+    stub: Path
+    lib_dirs: tuple[Path, ...]
+
+    @classmethod
+    def find(cls) -> TritonInstallation:
+        found = importlib.util.find_spec("pytriton")
+        if found is None or not found.submodule_search_locations:
+            raise ServerError("tritonserver not found: install nvidia-pytriton==0.7.0 "
+                              "(it bundles tritonserver and its python backend)")
+        package = Path(next(iter(found.submodule_search_locations)))
+        server = package / "tritonserver"
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        stub = server / "python_backend_stubs" / version / "triton_python_backend_stub"
+        binary = server / "bin" / "tritonserver"
+        for needed in (binary, stub, server / "backends" / "python" / "libtriton_python.so"):
+            if not needed.exists():
+                raise ServerError(f"incomplete Triton install: {needed} is missing")
+        libs = package.parent / "nvidia_pytriton.libs"
+        python_libdir = Path(str(sysconfig.get_config_var("LIBDIR") or ""))
+        return cls(binary, server / "backends" / "python", stub, (libs, python_libdir))
+
+    def prepare_backends(self, destination: Path) -> Path:
+        """A backend directory with the python backend and the stub for this interpreter."""
+        python_dir = destination / "python"
+        python_dir.mkdir(parents=True, exist_ok=True)
+        for source in (self.backend_dir / "libtriton_python.so",
+                       self.backend_dir / "triton_python_backend_utils.py", self.stub):
+            target = python_dir / source.name
+            if not target.exists():
+                shutil.copy2(source, target)
+        return destination
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        env = dict(base)
+        # The stub finds its interpreter (and numpy, torch) through python3 on PATH.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), base.get("PATH", "")])
+        libs = [str(p) for p in self.lib_dirs if str(p)]
+        if base.get("LD_LIBRARY_PATH"):
+            libs.append(base["LD_LIBRARY_PATH"])
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
+        return env
+
+
+# ---------------------------------------------------------------- the process
+
+# Logged on every machine without a GPU; not a reason for anything.
+_BENIGN_ERRORS = ("CudaDriverHelper has not been initialized",)
+_ERROR_LINE = re.compile(r'^E\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] "?(.*?)"?$')
+
+
+def log_excerpt(lines: list[str]) -> str:
+    """The log's most telling error (a model that failed to load), else its last lines."""
+    errors = [line for line in lines if _is_real_error(line)]
+    if errors:
+        preferred = [e for e in errors if "failed to load" in e] or errors
+        return "log: " + _error_text(preferred[0])
+    return "last log lines: " + " | ".join(lines[-6:])
+
+
+def _is_real_error(line: str) -> bool:
+    return bool(_ERROR_LINE.match(line)) and not any(b in line for b in _BENIGN_ERRORS)
+
+
+def _error_text(line: str, limit: int = 300) -> str:
+    match = _ERROR_LINE.match(line)
+    text = match.group(1) if match else line
+    kept = []
+    for part in text.replace('\\"', '"').split("\\n"):
+        part = part.replace("\\t", " ").strip()
+        if part == "At:":  # a Python traceback follows
+            break
+        if part:
+            kept.append(part)
+    text = " ".join(kept)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TritonEndpoint(EndpointLifecycle):
+    """A Triton server reached over HTTP (and gRPC); started by us or already running."""
+
+    kind = "triton"
+
+    def __init__(self, loaded: LoadedSpec, base_url: str, grpc_target: str | None) -> None:
+        self.spec = loaded.spec
+        self.model_name = loaded.spec.name
+        self.base_url = base_url.rstrip("/")
+        self.grpc_target = grpc_target
+        self.ports: dict[str, int] = {}
+        self.process: ManagedProcess | None = None
+        self.started_at: float | None = None
+        self._answering = RemoteLiveness(f"{self.base_url}/v2/health/live")
+
+    def describe_death(self) -> str:
+        return f"the server at {self.base_url} stopped answering"
+
+    def is_ready(self, timeout_s: float = 2.0) -> bool:
+        try:
+            server = http.call("GET", f"{self.base_url}/v2/health/ready", timeout_s=timeout_s)
+            model = http.call("GET", f"{self.base_url}/v2/models/{self.model_name}/ready",
+                              timeout_s=timeout_s)
+        except http.Unreachable:
+            return False
+        return server.status == 200 and model.status == 200
+
+    def wait_ready(self, timeout_s: float, poll_s: float = 0.1) -> float:
+        """Seconds from process start to ready; ServerError with the log on death or deadline."""
+        started = self.process.started_at if self.process is not None else \
+            self.started_at or time.monotonic()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise ServerError(f"tritonserver died before it was ready: "
+                                  f"{self.describe_death()}")
+            if self.is_ready(timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
+                return time.monotonic() - started
+            time.sleep(poll_s)
+        raise ServerError(f"tritonserver not ready within {timeout_s:g}s "
+                          f"(model '{self.model_name}'); {self.log_excerpt()}")
+
+    def log_excerpt(self) -> str:
+        return f"{self.base_url} did not report ready"
+
+    def stats(self) -> TritonStats:
+        url = f"{self.base_url}/v2/models/{self.model_name}/stats"
+        try:
+            reply = http.call("GET", url, timeout_s=5.0)
+        except http.Unreachable as exc:
+            raise ServerError(f"cannot read statistics: {exc}") from None
+        if reply.status != 200:
+            raise ServerError(f"GET {url} answered {reply.status}: {reply.text()[:200]}")
+        return TritonStats.from_json(json.loads(reply.body))
+
+    def infer_request(self, batch: Batch) -> HttpRequest:
+        model = self.spec.model
+        return kserve.encode_infer(self.base_url, self.model_name, batch,
+                                   {t.name: t.dtype for t in model.inputs},
+                                   [t.name for t in model.outputs])
+
+    def decode_outputs(self, response: http.Response) -> dict[str, Array]:
+        return kserve.decode_outputs(response.body, response.headers)
+
+    def grpc_request(self, batch: Batch) -> GrpcRequest | None:
+        if self.grpc_target is None:
+            return None
+        return kserve.grpc_infer(self.grpc_target, self.model_name, batch,
+                                 {t.name: t.dtype for t in self.spec.model.inputs},
+                                 [t.name for t in self.spec.model.outputs])
+
+    def probe_request(self, probe: ProbeName) -> HttpRequest:
+        return kserve.probe_request(self.base_url, self.model_name, self.spec.model,
+                                    self.spec.server.batching.max_batch_size, probe)
+
+
+class TritonServer(TritonEndpoint):
+    """A local tritonserver process serving one model repository on loopback."""
+
+    def __init__(self, installation: TritonInstallation, repository: Path, loaded: LoadedSpec,
+                 ports: Mapping[str, int], run_dir: Path, env: Mapping[str, str]) -> None:
+        super().__init__(loaded, f"http://127.0.0.1:{ports['http']}",
+                         f"127.0.0.1:{ports['grpc']}")
+        self.ports = dict(ports)
+        backends = installation.prepare_backends(run_dir / "triton-backends")
+        argv = [
+            str(installation.binary),
+            f"--model-repository={repository}",
+            f"--backend-directory={backends}",
+            "--http-address=127.0.0.1", f"--http-port={ports['http']}",
+            "--grpc-address=127.0.0.1", f"--grpc-port={ports['grpc']}",
+            "--metrics-address=127.0.0.1", f"--metrics-port={ports['metrics']}",
+            "--allow-gpu-metrics=false", "--allow-cpu-metrics=true",
+            "--allow-sagemaker=false", "--allow-vertex-ai=false",
+            "--exit-on-error=true", "--strict-readiness=true",
+            # The repository API stays off: the model set is fixed by the release.
+            "--model-control-mode=none",
+        ]
+        self.local = ManagedProcess(argv, run_dir / "server.log",
+                                    installation.environment(env), cwd=run_dir)
+        self.process = self.local
+
+    def start(self) -> None:
+        self.local.start()
+
+    def stop(self) -> None:
+        self.local.stop()
+
+    def describe_death(self) -> str:
+        return f"tritonserver {self.local.describe_exit()}; {self.log_excerpt()}"
+
+    def log_excerpt(self) -> str:
+        return log_excerpt(self.local.log_tail(400))
+
+
+class TritonKind:
+    """Triton: a model repository built through Triton's ModelConfig protobuf."""
+
+    name = "triton"
+    port_names: tuple[str, ...] = ("http", "grpc", "metrics")
+
+    def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:
+        spec = loaded.spec
+        entrypoint = None
+        if spec.model.entrypoint is not None:
+            entrypoint = loaded.resolve(spec.model.entrypoint.rpartition(":")[0])
+        repository = write_model_repository(spec, model_file, entrypoint,
+                                            destination / "model-repository")
+        config = repository.config_path.read_text()
+        problems = check_model_config(config, spec)
+        if problems:
+            raise PipelineError("config.pbtxt check failed: " + "; ".join(problems))
+        archive = destination / "model-repository.tar"
+        digest = deterministic_tar(repository.root, archive)
+        return BuiltArtifact("triton-model-repository", repository.root, archive, digest,
+                             "config.pbtxt", config, sha256_bytes(config.encode()),
+                             model_file, sha256_file(model_file))
+
+    def restore(self, loaded: LoadedSpec, archive: Path, digest: str, model_file: Path,
+                destination: Path) -> BuiltArtifact:
+        """A published model repository, unpacked as it was built (never re-rendered)."""
+        root = destination / "model-repository"
+        root.mkdir(parents=True)
+        with tarfile.open(archive) as bundle:
+            bundle.extractall(root, filter="data")
+        config_path = root / loaded.spec.name / "config.pbtxt"
+        if not config_path.is_file():
+            raise PipelineError(f"the release's model repository has no "
+                                f"{loaded.spec.name}/config.pbtxt")
+        config = config_path.read_text()
+        problems = check_model_config(config, loaded.spec)
+        if problems:
+            raise PipelineError(
+                "the release's config.pbtxt does not match this environment's spec ("
+                + "; ".join(problems) + "): a promotion never rebuilds; change serve.yaml "
+                "and promote through the required environments")
+        return BuiltArtifact("triton-model-repository", root, archive, digest, "config.pbtxt",
+                             config, sha256_bytes(config.encode()), model_file,
+                             sha256_file(model_file))
+
+    def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
+               run_dir: Path, env: Mapping[str, str]) -> TritonServer:
+        # Triton's python stubs write __pycache__ next to model.py: serve a copy, never
+        # the digested build output.
+        serving = run_dir / "serving-repository"
+        shutil.copytree(artifact.serve_root, serving)
+        return TritonServer(TritonInstallation.find(), serving, loaded, ports, run_dir, env)

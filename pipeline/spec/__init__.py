@@ -1,0 +1,1 @@
+"""serve.yaml: pydantic models, loading with overlays, cross-key rules, units, positions."""

@@ -1,0 +1,477 @@
+"""The serve.yaml spec (version 1) as pydantic models, and its JSON schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from hashlib import sha256
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from pipeline import metric_names
+from pipeline.spec.units import (
+    Duration,
+    DurationField,
+    Percentage,
+    PercentageField,
+    RateField,
+    SizeField,
+)
+
+Dtype = Literal["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
+                "float64"]
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+TRITON_PORTS = ("http", "grpc", "metrics")
+TORCHSERVE_PORTS = ("inference", "management", "metrics", "grpc_inference", "grpc_management")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TensorSpec(StrictModel):
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$",
+                      description="Tensor name as the server exposes it.")
+    dtype: Dtype = Field(description="Element type.")
+    shape: list[int] = Field(min_length=1, description=(
+        "Per-item shape; the batch dimension is implicit and comes first."))
+
+    @field_validator("shape")
+    @classmethod
+    def _positive_dims(cls, shape: list[int]) -> list[int]:
+        if any(dim < 1 for dim in shape):
+            raise PydanticCustomError(
+                "shape", "every dimension must be a positive integer, got {shape}",
+                {"shape": shape})
+        return shape
+
+
+class DvcLocation(StrictModel):
+    path: str = Field(description="Path of the DVC-tracked file inside the repository.")
+    repo: str = Field(default=".", description="Git repository (path or URL).")
+    rev: str | None = Field(default=None, description="Git revision (tag, branch, commit).")
+
+
+class ModelSource(StrictModel):
+    """Either a path (written as a plain string) or a DVC location."""
+
+    path: str | None = None
+    dvc: DvcLocation | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        return {"path": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ModelSource:
+        if (self.path is None) == (self.dvc is None):
+            raise PydanticCustomError(
+                "source", "give either a path (a string) or {{dvc: {{path, repo, rev}}}}")
+        return self
+
+    def describe(self) -> str:
+        if self.dvc is not None:
+            return f"dvc:{self.dvc.repo}:{self.dvc.path}@{self.dvc.rev or 'HEAD'}"
+        return str(self.path)
+
+
+class ModelSpec(StrictModel):
+    source: Annotated[ModelSource, WithJsonSchema({
+        "description": "Where the model file comes from.",
+        "anyOf": [
+            {"type": "string", "description": "Path relative to the spec file."},
+            {"type": "object", "required": ["dvc"], "additionalProperties": False,
+             "properties": {"dvc": {"type": "object", "additionalProperties": False,
+                                    "required": ["path"],
+                                    "properties": {"path": {"type": "string"},
+                                                   "repo": {"type": "string"},
+                                                   "rev": {"type": "string"}}}}},
+        ]})]
+    format: Literal["torchscript", "eager", "onnx"] = Field(description=(
+        "torchscript: a torch.jit archive (.pt); eager: a state_dict plus an entrypoint; "
+        "onnx: an ONNX graph."))
+    entrypoint: str | None = Field(default=None, description=(
+        "eager only: 'file.py:callable' returning an nn.Module, relative to the spec."))
+    inputs: list[TensorSpec] = Field(min_length=1, description="The model's inputs, in "
+                                     "forward() argument order.")
+    outputs: list[TensorSpec] = Field(min_length=1, description="The model's outputs, in "
+                                      "return order.")
+    trusted: bool = Field(default=False, description=(
+        "eager only: allow full pickle loading of the weights (torch.load weights_only=False)."))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        if self.format == "eager" and self.entrypoint is None:
+            raise PydanticCustomError("entrypoint", "format eager needs model.entrypoint "
+                                      "('file.py:callable' returning an nn.Module)")
+        if self.format != "eager" and self.entrypoint is not None:
+            raise PydanticCustomError("entrypoint", "model.entrypoint is used only with "
+                                      "format: eager")
+        names = [t.name for t in (*self.inputs, *self.outputs)]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise PydanticCustomError("names", "tensor names must be unique; repeated: "
+                                      "{names}", {"names": ", ".join(duplicates)})
+        return self
+
+
+class BatchingSpec(StrictModel):
+    max_batch_size: int = Field(default=8, ge=1, le=4096, description=(
+        "Largest batch the server may form (Triton max_batch_size, TorchServe batchSize)."))
+    max_queue_delay: DurationField = Field(default=Duration(0, "0us"), description=(
+        "How long a request may wait for a batch to fill. Triton: "
+        "max_queue_delay_microseconds; TorchServe: maxBatchDelay (ms)."))
+    preferred_batch_sizes: list[int] = Field(default_factory=list, description=(
+        "Triton preferred_batch_size; the report checks whether they are reached."))
+
+    @model_validator(mode="after")
+    def _preferred_within_max(self) -> BatchingSpec:
+        bad = [s for s in self.preferred_batch_sizes if not 1 <= s <= self.max_batch_size]
+        if bad:
+            raise PydanticCustomError(
+                "preferred", "preferred_batch_sizes {bad} must lie in 1..max_batch_size "
+                "({max})", {"bad": bad, "max": self.max_batch_size})
+        return self
+
+
+class ImageSpec(StrictModel):
+    base: str | None = Field(default=None, description=(
+        "Base image of the serving image: NVIDIA's Triton image (nvcr.io/nvidia/"
+        "tritonserver:<version>-py3) or a TorchServe image (pytorch/torchserve:<tag>); it "
+        "must be present on the Docker host or pullable."))
+    repository: str | None = Field(default=None, description=(
+        "Where publish pushes the image (registry/path/name); the release records "
+        "repository@sha256:<digest>."))
+    shm_size: str = Field(default="256m", pattern=r"^\d+[bkmg]?$", description=(
+        "Shared memory of the container (Triton's python backend passes tensors through "
+        "it)."))
+    memory_limit: str | None = Field(default=None, pattern=r"^\d+[bkmg]?$", description=(
+        "Memory limit of the container (docker's --memory), e.g. 8g."))
+
+
+class ServerSpec(StrictModel):
+    kind: Literal["triton", "torchserve"] = Field(description="Which model server runs it.")
+    runtime: Literal["process", "docker"] = Field(default="process", description=(
+        "process: a local server process; docker: the serving image as a container."))
+    backend: Literal["python", "onnxruntime", "pytorch", "tensorrt"] = Field(
+        default="python", description="Triton only: the backend that runs the model.")
+    device: Literal["cpu", "gpu"] = Field(default="cpu", description="Where instances run.")
+    instances: int = Field(default=1, ge=1, le=64, description=(
+        "Triton instance_group count / TorchServe workers."))
+    batching: BatchingSpec = Field(default_factory=BatchingSpec, description=(
+        "Dynamic batching, in units the tool converts for each server."))
+    ports: dict[str, int] = Field(default_factory=dict, description=(
+        "Production ports by name (triton: http, grpc, metrics; torchserve: inference, "
+        "management, metrics, grpc_inference, grpc_management). Pipeline runs pick free "
+        "ports on 127.0.0.1 for those not given."))
+    model_api: bool = Field(default=False, description=(
+        "TorchServe only: enable the model (register/unregister) API. Off by default; it "
+        "listens on the loopback-only management address when on."))
+    image: ImageSpec | None = Field(default=None, description=(
+        "The serving image (runtime docker, or an image published with the release)."))
+
+    @field_validator("ports")
+    @classmethod
+    def _port_range(cls, ports: dict[str, int]) -> dict[str, int]:
+        bad = {name: port for name, port in ports.items() if not 1 <= port <= 65535}
+        if bad:
+            raise PydanticCustomError("port", "ports must be in 1..65535: {bad}", {"bad": bad})
+        return ports
+
+
+class BudgetSpec(StrictModel):
+    network: DurationField = Duration(0, "0ms")
+    preprocess: DurationField = Duration(0, "0ms")
+    execution: DurationField = Field(default=Duration(0, "0ms"), description=(
+        "Model execution time at the intended batch size."))
+    postprocess: DurationField = Duration(0, "0ms")
+    serialization: DurationField = Duration(0, "0ms")
+
+    def items(self) -> list[tuple[str, Duration]]:
+        return [(name, getattr(self, name)) for name in type(self).model_fields]
+
+    def total(self) -> Duration:
+        total = Duration(0)
+        for _, value in self.items():
+            total = total + value
+        return total
+
+
+class SloSpec(StrictModel):
+    p99: DurationField = Field(description="Gate: client p99 latency at the latency stage.")
+    p95: DurationField | None = Field(default=None, description="Optional gate: client p95.")
+    p50: DurationField | None = Field(default=None, description="Optional gate: client p50.")
+    error_rate: PercentageField = Field(default=Percentage(0.0, "0%"), description=(
+        "Gate: failed or timed-out requests over all requests."))
+    min_throughput: RateField | None = Field(default=None, description=(
+        "Gate: completed requests per second at the latency stage."))
+    budget: BudgetSpec = Field(default_factory=BudgetSpec, description=(
+        "The latency budget; what is left of p99 is the queue budget."))
+    queue_mean: DurationField | None = Field(default=None, description=(
+        "Optional gate latency.server_queue_mean: the MEAN time a request waited in the "
+        "server's queue over the measured windows (from the server's cumulative counters, "
+        "which give a mean only; so this budget is stated as a mean)."))
+
+    def queue_budget(self) -> Duration:
+        return self.p99 - self.budget.total()
+
+
+class ReadinessStage(StrictModel):
+    timeout: DurationField = Field(default=Duration(120_000_000_000, "120s"), description=(
+        "Deadline for the server and the model to report ready."))
+
+
+class ParityStage(StrictModel):
+    data: str | None = Field(default=None, description=(
+        ".npz of representative inputs, one array per input name, first axis = samples."))
+    atol: float = Field(default=1e-5, ge=0, description="Absolute tolerance per element.")
+    rtol: float = Field(default=1e-4, ge=0, description="Relative tolerance per element.")
+    samples: int = Field(default=16, ge=1, le=4096, description=(
+        "Generated inputs when no data is given."))
+    seed: int = Field(default=0, description="Seed of the generated inputs.")
+
+
+ProbeName = Literal["wrong_shape", "wrong_dtype", "missing_input", "batch_over_max",
+                    "unknown_model", "oversized_body", "declared_huge_shape"]
+ALL_PROBES: tuple[ProbeName, ...] = ("wrong_shape", "wrong_dtype", "missing_input",
+                                     "batch_over_max", "unknown_model", "oversized_body",
+                                     "declared_huge_shape")
+# Sizes of the two probes that test the server's limits; bounded so that a server that
+# allocates whatever it is told still cannot endanger the machine.
+OVERSIZED_BODY_BYTES = 64 * 2**20
+DECLARED_HUGE_BYTES = 256 * 2**20
+
+
+class FailureStage(StrictModel):
+    enabled: bool = Field(default=True, description="Send the bad-input probes.")
+    probes: list[ProbeName] = Field(default_factory=lambda: list(ALL_PROBES), description=(
+        "Which probes: each must get a 4xx and leave the server ready."))
+
+
+class StabilitySpec(StrictModel):
+    windows: int = Field(default=3, ge=1, le=20, description=(
+        "Fewest windows before a verdict; a clear verdict stops after this many."))
+    tolerance: PercentageField = Field(default=Percentage(0.1, "10%"), description=(
+        "Largest (max - min) / mean of throughput and of p99 across all windows for the "
+        "record to say stabilised."))
+    max_windows: int = Field(default=6, ge=1, le=50, description=(
+        "The cap: the duration is split into this many windows; a latency gate still "
+        "undecided after the last one is inconclusive."))
+
+
+class VerdictSpec(StrictModel):
+    confidence: PercentageField = Field(default=Percentage(0.95, "95%"), description=(
+        "Coverage of each percentile gate's confidence bound, over all its looks."))
+    accept_inconclusive: bool = Field(default=False, description=(
+        "Let an inconclusive latency gate pass the stage (still reported as inconclusive). "
+        "Off: inconclusive blocks promotion like a failure."))
+
+    @field_validator("confidence")
+    @classmethod
+    def _sensible_confidence(cls, value: Percentage) -> Percentage:
+        if not 0.5 <= value.fraction <= 0.9999:
+            raise PydanticCustomError("confidence", "confidence must be in 50%..99.99%", {})
+        return value
+
+
+class LatencyStage(StrictModel):
+    concurrency: int = Field(default=8, ge=1, le=4096, description=(
+        "Requests in flight during the window (closed loop)."))
+    warmup: DurationField = Field(default=Duration(5_000_000_000, "5s"), description=(
+        "Traffic sent and discarded before the window."))
+    duration: DurationField = Field(default=Duration(20_000_000_000, "20s"), description=(
+        "Most measurement time after the warm-up; a clear verdict stops earlier."))
+    batch_size: int = Field(default=1, ge=1, description="Items per request.")
+    request_timeout: DurationField = Field(default=Duration(10_000_000_000, "10s"),
+                                           description="Client timeout of every request.")
+    max_memory_growth: SizeField | Literal[False] | None = Field(
+        default=None, description=(
+            "Gate: how much the server's process-tree RSS may grow from right after the "
+            "warm-up to the end of the windows. Unset: 64MiB for Triton, 256MiB for "
+            "TorchServe (its JVM grows its heap while it warms); false turns the gate off."))
+    protocol: Literal["http", "grpc"] = Field(default="http", description=(
+        "Triton: the load can go over gRPC too; TorchServe: http."))
+    stability: StabilitySpec = Field(default_factory=StabilitySpec, description=(
+        "Windows repeat until every latency gate is decided (or the cap)."))
+    verdict: VerdictSpec = Field(default_factory=VerdictSpec, description=(
+        "How percentile gates are decided: confidence, and whether inconclusive may pass."))
+
+
+class BurstSpec(StrictModel):
+    rate: RateField = Field(description="Arrival rate during the burst (open loop).")
+    duration: DurationField = Field(description="How long the burst lasts.")
+    base_rate: RateField | None = Field(default=None, description=(
+        "Rate before and after the burst (default: a tenth of the burst rate)."))
+    arrivals: Literal["constant", "poisson"] = Field(default="constant", description=(
+        "Evenly spaced requests, or Poisson arrivals at the same mean rate."))
+    settle: DurationField = Field(default=Duration(2_000_000_000, "2s"), description=(
+        "How long the base rate runs before the burst (and at least as long after it)."))
+
+
+class CapacitySpec(StrictModel):
+    enabled: bool = Field(default=True, description=(
+        "After the closed-loop ramp, search the highest open-loop arrival rate that meets "
+        "slo.p99 and slo.error_rate without a growing backlog (capacity_rps)."))
+    budget: DurationField = Field(default=Duration(12_000_000_000, "12s"), description=(
+        "Time the rate search may spend, steps, holds and waits for a backlog to drain "
+        "included; it starts no step or hold that could overrun it. No rate confirmed "
+        "by then: the capacity is unknown (the capacity gate is inconclusive)."))
+    step: DurationField = Field(default=Duration(1_000_000_000, "1s"), description=(
+        "Length of each rate step (longer where the rate is too low for 100 samples). "
+        "Requests of a step time out after 4 x slo.p99, and a step ends by then."))
+    hold: DurationField | None = Field(default=None, description=(
+        "Length of the confirmation hold at the chosen rate (default: 3 x step); a miss "
+        "holds again at a rate lower by the resolution (doubling with each further "
+        "miss), while the budget lasts."))
+    start: PercentageField = Field(default=Percentage(0.5, "50%"), description=(
+        "First rate as a share of the closed-loop knee's throughput (there the server is "
+        "never idle: an open loop at 100% only builds a queue)."))
+    resolution: PercentageField = Field(default=Percentage(0.05, "5%"), description=(
+        "Stop bisecting once the failing rate is within this much of the passing one."))
+    accept_inconclusive: bool = Field(default=False, description=(
+        "Let an inconclusive saturation.capacity_rps gate (no rate confirmed within the "
+        "budget) pass the stage, still reported as inconclusive. Off: it blocks promotion."))
+
+    @field_validator("start")
+    @classmethod
+    def _sensible_start(cls, value: Percentage) -> Percentage:
+        if not 0.05 <= value.fraction <= 1.0:
+            raise PydanticCustomError("start", "start must be in 5%..100%", {})
+        return value
+
+    @property
+    def hold_seconds(self) -> float:
+        return self.hold.seconds if self.hold is not None else 3 * self.step.seconds
+
+
+class SaturationStage(StrictModel):
+    enabled: bool = Field(default=True, description="Run the saturation stage.")
+    max_concurrency: int = Field(default=64, ge=1, le=4096, description=(
+        "Highest concurrency the knee search may try."))
+    probe_duration: DurationField = Field(default=Duration(3_000_000_000, "3s"), description=(
+        "Length of each probe window."))
+    burst: BurstSpec | None = Field(default=None, description=(
+        "A low -> high -> low rate test; reports p99 during the burst and the drain time."))
+    capacity: CapacitySpec = Field(default_factory=CapacitySpec, description=(
+        "The sustainable arrival rate at the SLO, bisected in open loop."))
+
+
+class RegressionStage(StrictModel):
+    gate: bool = Field(default=False, description=(
+        "Fail the publish (nothing is released or promoted) when a metric below is worse "
+        "than in the release live in the target environment by more than the tolerance."))
+    tolerance: PercentageField = Field(default=Percentage(0.1, "10%"), description=(
+        "How much worse a metric may get before it counts as a regression."))
+    metrics: list[str] = Field(default_factory=lambda: [
+        "latency.p99_ms", "latency.p95_ms", "latency.throughput_rps", "latency.error_rate",
+        "saturation.knee_throughput_rps"], description=(
+        "stage.metric names that the gate watches (the report compares all of them); "
+        "an unknown name is a spec error. Known: " + ", ".join(sorted(metric_names.WATCHABLE))
+        + "."))
+
+
+class StagesSpec(StrictModel):
+    readiness: ReadinessStage = Field(default_factory=ReadinessStage,
+                                      description="Waiting for the server to be ready.")
+    parity: ParityStage = Field(default_factory=ParityStage,
+                                description="Served outputs against the source model.")
+    failure: FailureStage = Field(default_factory=FailureStage,
+                                  description="Bad-input probes (part of the parity stage).")
+    latency: LatencyStage = Field(default_factory=LatencyStage,
+                                  description="Fixed-concurrency latency window.")
+    saturation: SaturationStage = Field(default_factory=SaturationStage,
+                                        description="Knee search and burst.")
+    regression: RegressionStage = Field(default_factory=RegressionStage, description=(
+        "Comparison with the release live in the target environment (in publish)."))
+
+
+class PublishSpec(StrictModel):
+    store: str = Field(default="file://.serve-pipeline/store", description=(
+        "file://<dir> (relative to the spec) or s3://bucket/prefix."))
+    endpoint_url: str | None = Field(default=None, description=(
+        "S3-compatible endpoint (MinIO, Ceph); default from AWS_ENDPOINT_URL_S3."))
+
+    @field_validator("store")
+    @classmethod
+    def _known_scheme(cls, store: str) -> str:
+        if not re.match(r"^(file|s3)://.+", store):
+            raise PydanticCustomError("store", "expected file://<dir> or s3://bucket/prefix, "
+                                      "got {store!r}", {"store": store})
+        return store
+
+
+class Spec(StrictModel):
+    version: Literal[1] = Field(description="Spec format version; must be 1.")
+    name: str = Field(pattern=NAME_PATTERN, description=(
+        "Release name: lowercase letters, digits and dashes."))
+    model: ModelSpec = Field(description="The model file and its tensors.")
+    server: ServerSpec = Field(description="The server and its production config.")
+    slo: SloSpec = Field(description="Service-level objectives: the gates.")
+    stages: StagesSpec = Field(default_factory=StagesSpec, description="Stage settings.")
+    publish: PublishSpec = Field(default_factory=PublishSpec, description=(
+        "Where releases are stored."))
+
+
+class ApprovalPolicy(StrictModel):
+    required: bool = Field(default=False, description=(
+        "A recorded approval (`approve`, or `--approved-by` on the promotion) before the "
+        "pointer moves."))
+    distinct_from_creator: bool = Field(default=False, description=(
+        "An approval by the release's creator (the manifest's created_by, or the user that "
+        "created it) does not count, and naming the creator with --approved-by is refused."))
+
+
+class EnvironmentPolicy(StrictModel):
+    """Keys that only an environment overlay may hold."""
+
+    requires: list[str] = Field(default_factory=list, description=(
+        "Environments a release must have passed before it may come here."))
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    reverify: bool = Field(default=False, description=(
+        "Promotion here re-runs start..saturation on the release's own artifact under this "
+        "environment's gates before the pointer moves (never a rebuild)."))
+
+
+ENVIRONMENT_ONLY_KEYS = tuple(EnvironmentPolicy.model_fields)
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    spec: Spec
+    policy: EnvironmentPolicy
+    environment: str | None
+    path: Path
+    workspace: Path
+    files: tuple[str, ...]
+
+    def resolve(self, relative: str) -> Path:
+        return (self.workspace / relative).resolve()
+
+    def canonical_json(self) -> str:
+        body = {"spec": self.spec.model_dump(mode="json"),
+                "environment": self.environment,
+                "policy": self.policy.model_dump(mode="json")}
+        return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + sha256(self.canonical_json().encode()).hexdigest()
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Spec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "serve.yaml (version 1)"
+    return schema
