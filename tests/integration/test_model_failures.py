@@ -104,7 +104,11 @@ def test_a_raising_model_fails_the_error_rate_gate_and_the_server_stays_up(
     assert "Traceback" not in result.stderr
     latency = next(s for s in latest_record(folder)["stages"] if s["name"] == "latency")
     assert latency["status"] == "failed"
-    assert [g["name"] for g in latency["gates"] if not g["passed"]] == ["latency.error_rate"]
+    failed = [g["name"] for g in latency["gates"] if not g["passed"]]
+    # Failed requests also count in the latency distribution, censored at the timeout: with
+    # 2% of them, p99 (and p95 when its quantile falls there) fail with the error rate.
+    assert "latency.error_rate" in failed
+    assert set(failed) <= {"latency.error_rate", "latency.p99", "latency.p95"}, failed
     assert set(latency["details"]["errors_by_kind"]) == {"http_500"}
     assert server.alive() and server.is_ready()
     assert model_processes(server) == before        # no stub or worker died or restarted
