@@ -76,17 +76,10 @@ class StepOutcome:
     lingered_s: float = 0.0   # then waited for their answers (not measured)
     hold: bool = False        # the confirmation hold, not a bracketing step
     settle_s: float = 0.0     # then waited until a single request was prompt again
-    client_bound: bool = False  # the client fell behind its schedule
 
     @property
     def passed(self) -> bool:
         return self.verdict == "pass"
-
-    @property
-    def confirms(self) -> bool:
-        """A hold confirms a rate only when it passed and the client kept its schedule:
-        a rate the load generator itself could not keep is not a rate it can vouch for."""
-        return self.passed and not self.client_bound
 
 
 def p99_supported(samples: int, limits: Limits) -> bool:
@@ -127,7 +120,7 @@ def judge(step: StepMeasurement, limits: Limits) -> StepOutcome:
         reason += f"; {step.unanswered} unanswered or not sent at the step's end"
     return StepOutcome(step.rate_rps, step.duration_s, step.p99_ms, step.error_rate,
                        step.samples, step.drain_s, growth, step.lag_p99_ms, verdict, reason,
-                       step.unanswered, step.lingered_s, client_bound=step.client_bound)
+                       step.unanswered, step.lingered_s)
 
 
 @dataclass(frozen=True)
@@ -285,7 +278,7 @@ def _confirm(run: _Runner) -> str:
         if not run.fits(settings.longest(duration)):
             return f"no time left in the budget to hold {rate:.0f}/s"
         outcome = run.measure(rate, duration, hold=True)
-        if outcome.confirms:
+        if outcome.passed:
             search.confirmed = outcome
             return f"confirmed by a {duration:g}s hold"
         # Lower by the resolution, doubling with each further miss (the short steps

@@ -5,7 +5,6 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -162,23 +161,6 @@ def test_a_missed_hold_falls_back_to_a_lower_rate_a_step_passed() -> None:
     passed_steps = [s.rate_rps for s in search.steps if s.passed and not s.hold]
     assert holds[1].rate_rps == max(r for r in passed_steps if r <= holds[0].rate_rps * 0.95)
     assert search.confirmed is holds[1]
-
-
-def test_a_hold_the_client_could_not_keep_confirms_nothing() -> None:
-    # The server keeps up with 1200/s, but above 800/s the client falls behind its
-    # schedule: such a hold passes on latency, yet cannot vouch for the rate.
-    clock, calls = FakeClock(), []
-    server = queue(1200.0, clock, calls)
-
-    def step(rate: float, duration_s: float) -> StepOutcome:
-        outcome = server(rate, duration_s)
-        return replace(outcome, client_bound=rate > 800.0)
-
-    search = find_capacity(step, settler(clock), 2000.0, settings(budget_s=30), clock)
-    holds = [outcome for outcome in search.steps if outcome.hold]
-    assert holds and all(outcome.passed for outcome in holds)
-    assert [outcome.confirms for outcome in holds[:-1]] == [False] * (len(holds) - 1)
-    assert search.confirmed is holds[-1] and search.confirmed.rate_rps <= 800.0
 
 
 def test_a_rate_that_always_passes_is_a_lower_bound() -> None:
