@@ -13,12 +13,15 @@ from tests.integration.conftest import start_cli
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 REPO = Path(__file__).resolve().parents[2]
 
+# Two TorchServes on 2 cores answer few requests in 2 s: too few for a p99 bound, which
+# this test (about isolation, not latency) accepts as inconclusive.
 QUICK = """
 stages:
   readiness: {timeout: 240s}
   parity: {data: ../mlp/samples.npz}
   failure: {probes: [wrong_shape, unknown_model]}
-  latency: {concurrency: 2, warmup: 500ms, duration: 2s}
+  latency: {concurrency: 2, warmup: 500ms, duration: 2s,
+            verdict: {accept_inconclusive: true}}
   saturation: {enabled: false}
 """
 
