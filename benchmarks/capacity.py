@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
+from benchmarks.slow_net import SlowNet  # noqa: E402
 from pipeline.measure.drain import until_prompt  # noqa: E402
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop  # noqa: E402
 from pipeline.model.tensors import load_samples, take  # noqa: E402
@@ -43,16 +44,6 @@ from pipeline.spec.loading import load_spec  # noqa: E402
 from stages.saturation import STEP_TIMEOUT_SLO_MULTIPLE, step_in_flight  # noqa: E402
 
 CAPACITY = "capacity: {budget: 30s, step: 500ms, hold: 10s}, "
-
-
-class SlowNet(torch.nn.Module):
-    # About 3 ms of single-threaded compute per item: batching does not make it cheaper.
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        pairs = features.unsqueeze(2) * features.unsqueeze(1)
-        hidden = pairs.repeat(1, 8, 8) * 0.01
-        for _ in range(24):
-            hidden = torch.tanh(torch.bmm(hidden, hidden))
-        return hidden[:, 0, :4]
 
 
 def make_project(scratch: Path, model: str) -> tuple[Path, Path, float]:

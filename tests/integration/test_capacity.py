@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks.slow_net import SlowNet
 from pipeline.report.formats import render
 
 from .conftest import cli, fast_spec, latest_record
@@ -22,17 +23,6 @@ pytestmark = pytest.mark.integration
 
 SATURATION = ("  saturation: {max_concurrency: 4, probe_duration: 500ms,\n"
               "               capacity: {budget: 30s, step: 500ms, hold: 10s}}\n")
-
-
-# About 3 ms of single-threaded compute per item: batching does not make it cheaper.
-# (No docstring: torch.jit.script re-parses this class's source and trips over one.)
-class SlowNet(torch.nn.Module):
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        pairs = features.unsqueeze(2) * features.unsqueeze(1)
-        hidden = pairs.repeat(1, 8, 8) * 0.01
-        for _ in range(24):
-            hidden = torch.tanh(torch.bmm(hidden, hidden))
-        return hidden[:, 0, :4]
 
 
 def write_spec(project: Path, model: str) -> Path:
