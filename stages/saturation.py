@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from pipeline.context import RunContext
+from pipeline.gates.order_stats import quantile_interval_us, samples_for_upper_bound
 from pipeline.measure.capacity import (
     CapacitySearch,
     Limits,
@@ -116,8 +117,9 @@ def _capacity(ctx: RunContext, server: ModelServer, target: Target, stage: Satur
     limits = Limits(slo.p99.ms, slo.error_rate.fraction)
     request_timeout_s = ctx.loaded.spec.stages.latency.request_timeout.seconds
     timeout_s = min(STEP_TIMEOUT_SLO_MULTIPLE * slo.p99.seconds, request_timeout_s)
+    confidence = ctx.loaded.spec.stages.latency.verdict.confidence.fraction
 
-    def step(rate: float, duration_s: float) -> StepOutcome:
+    def step(rate: float, duration_s: float, hold: bool) -> StepOutcome:
         # Two halves at the same rate: a growing queue shows as a later median in the
         # second. open_loop measures the drain after the phase named "burst".
         halves = [Phase("first", rate, duration_s / 2), Phase("burst", rate, duration_s / 2)]
@@ -136,7 +138,8 @@ def _capacity(ctx: RunContext, server: ModelServer, target: Target, stage: Satur
             second.percentile_ms(50), whole.error_rate, int(whole.histogram.get_total_count()),
             outcome.drain_s, outcome.lag_p99_us / 1e3, outcome.client_bound,
             outcome.from_send.percentile_ms(99),
-            sum(whole.errors[kind] for kind in UNANSWERED), outcome.lingered_s), limits)
+            sum(whole.errors[kind] for kind in UNANSWERED), outcome.lingered_s,
+            p99_interval_ms(whole, confidence)), limits, on_bound=hold)
 
     def settle() -> Drained:
         # Bounded by the longest wait the spec accepts for one request.
@@ -145,10 +148,17 @@ def _capacity(ctx: RunContext, server: ModelServer, target: Target, stage: Satur
 
     spec = stage.capacity
     settings = SearchSettings(spec.budget.seconds, spec.step.seconds, spec.hold_seconds,
-                              timeout_s, spec.start.fraction, spec.resolution.fraction)
+                              timeout_s, spec.start.fraction, spec.resolution.fraction,
+                              hold_min_samples=samples_for_upper_bound(0.99, confidence))
     search = find_capacity(step, settle, knee_rps, settings)
     ctx.require_server()
     return search
+
+
+def p99_interval_ms(result: LoadResult,
+                    confidence: float) -> tuple[float | None, float | None]:
+    low, high = quantile_interval_us(result.histogram, 0.99, confidence)
+    return (None if low is None else low / 1e3), (None if high is None else high / 1e3)
 
 
 def step_in_flight(rate: float, slo_p99_s: float) -> int:
@@ -160,8 +170,12 @@ def _capacity_gate(search: CapacitySearch, slo: SloSpec) -> Gate | None:
     if slo.min_throughput is None:
         return None
     name, minimum = "saturation.capacity_rps", slo.min_throughput.per_second
-    if search.confirmed is not None:
-        return Gate.at_least(name, search.confirmed.rate_rps, minimum, "/s")
+    confirmed, interval = search.confirmed, search.interval_rps
+    if confirmed is not None and interval is not None:
+        # The rate passed its hold; the interval is the bisection's last pass/fail pair
+        # (no top when no rate above it failed: a lower bound).
+        return Gate(name, confirmed.rate_rps, minimum, confirmed.rate_rps >= minimum, ">=",
+                    "/s", interval=interval, samples=confirmed.samples)
     lowest = search.lowest_rate_rps or 0.0
     if search.bound == "none":
         return Gate(name, f"< {lowest:,.0f}/s", minimum, False, ">=", "/s",
@@ -186,6 +200,8 @@ def _record_capacity(search: CapacitySearch, metrics: dict[str, float],
     metrics.update(capacity_rps=best.rate_rps, capacity_p99_ms=best.p99_ms,
                    capacity_lower_bound=1.0 if search.bound == "lower" else 0.0)
     details["capacity_interval_rps"] = list(interval)
+    if best.p99_interval_ms is not None:
+        details["capacity_p99_interval_ms"] = list(best.p99_interval_ms)
     if search.bound == "lower":
         return (f"capacity ≥ {best.rate_rps:.0f}/s at p99 {best.p99_ms:.1f}ms "
                 f"(lower bound: {search.stop_reason})")

@@ -72,6 +72,15 @@ def quantile_ranks(n: int, q: float, confidence: float) -> tuple[int, int]:
     return min(lower, n), min(upper, n + 1)
 
 
+def samples_for_upper_bound(q: float, confidence: float, spare: int = 2) -> int:
+    """The fewest samples whose q-quantile has an upper bound at `confidence` that is not
+    among the `spare` largest samples (with fewer, one outlier decides the bound)."""
+    n = 1
+    while quantile_ranks(n, q, confidence)[1] > n - spare:
+        n += 1
+    return n
+
+
 def values_at_ranks(histogram: HdrHistogram, ranks: Sequence[int]) -> list[tuple[int, int]]:
     """For each 1-based rank, the (lowest, highest) value its histogram bucket can hold.
 

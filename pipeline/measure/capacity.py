@@ -2,7 +2,8 @@
 
 Users arrive at a rate, whatever the server is doing. Each step offers one constant
 rate (open loop, latency counted from each request's intended start) and is judged
-on its p99 against the SLO, its error rate, and whether the backlog grew: a queue
+on its p99 against the SLO (the point estimate and its upper confidence bound, as the
+latency stage decides its gates), its error rate, and whether the backlog grew: a queue
 that grows over the step shows as a later median in the step's second half, and as
 a drain after the schedule ended.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from pipeline.measure.drain import Drained
 from pipeline.measure.loadgen import MIN_SAMPLES_FOR
@@ -51,6 +52,9 @@ class StepMeasurement:
     from_send_p99_ms: float = 0.0
     unanswered: int = 0
     lingered_s: float = 0.0   # after the hard end, waiting for the unanswered to be answered
+    # The p99's confidence interval from order statistics (the latency stage's verdict);
+    # None: not computed (then the point estimate decides), or a side with no bound.
+    p99_interval_ms: tuple[float | None, float | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class StepOutcome:
     lingered_s: float = 0.0   # then waited for their answers (not measured)
     hold: bool = False        # the confirmation hold, not a bracketing step
     settle_s: float = 0.0     # then waited until a single request was prompt again
+    p99_interval_ms: tuple[float | None, float | None] | None = None
 
     @property
     def passed(self) -> bool:
@@ -83,12 +88,13 @@ class StepOutcome:
 
 
 def p99_supported(samples: int, limits: Limits) -> bool:
-    # The seam for the latency stage's order-statistic verdict: until a step can be
-    # judged on a confidence bound for its p99, it needs enough samples for a p99 at all.
+    # Before the confidence bound: a step needs enough samples for a p99 at all.
     return samples >= limits.min_samples
 
 
-def judge(step: StepMeasurement, limits: Limits) -> StepOutcome:
+def judge(step: StepMeasurement, limits: Limits, on_bound: bool = False) -> StepOutcome:
+    """The step's verdict; `on_bound` (the confirmation hold) also needs the p99's upper
+    confidence bound within the SLO, as the latency stage decides its gates."""
     growth = step.p50_second_half_ms - step.p50_first_half_ms
     # A queue that grows doubles the median within one step; a stable one does not
     # (1 ms absorbs scheduling jitter on a fast model).
@@ -100,6 +106,9 @@ def judge(step: StepMeasurement, limits: Limits) -> StepOutcome:
         reason = f"error rate {step.error_rate:.2%} over {limits.error_rate:.2%}"
     elif step.p99_ms > limits.slo_p99_ms:
         reason = f"p99 {step.p99_ms:.1f}ms over the SLO {limits.slo_p99_ms:g}ms"
+    elif on_bound and not _p99_bound_within(step, limits):
+        reason = (f"p99 {step.p99_ms:.1f}ms, but its upper confidence bound "
+                  f"{_upper_text(step)} is over the SLO {limits.slo_p99_ms:g}ms")
     elif grew:
         reason = (f"backlog grew (median {step.p50_first_half_ms:.1f} → "
                   f"{step.p50_second_half_ms:.1f}ms, drain {step.drain_s:.2f}s)")
@@ -120,7 +129,20 @@ def judge(step: StepMeasurement, limits: Limits) -> StepOutcome:
         reason += f"; {step.unanswered} unanswered or not sent at the step's end"
     return StepOutcome(step.rate_rps, step.duration_s, step.p99_ms, step.error_rate,
                        step.samples, step.drain_s, growth, step.lag_p99_ms, verdict, reason,
-                       step.unanswered, step.lingered_s)
+                       step.unanswered, step.lingered_s,
+                       p99_interval_ms=step.p99_interval_ms)
+
+
+def _p99_bound_within(step: StepMeasurement, limits: Limits) -> bool:
+    """A capacity offered again should hold: its p99 must be supported under the SLO at
+    the verdict's confidence, not just its point estimate."""
+    upper = step.p99_interval_ms[1] if step.p99_interval_ms else None
+    return upper is not None and upper <= limits.slo_p99_ms
+
+
+def _upper_text(step: StepMeasurement) -> str:
+    upper = step.p99_interval_ms[1] if step.p99_interval_ms else None
+    return "(none: too few samples)" if upper is None else f"{upper:.1f}ms"
 
 
 @dataclass(frozen=True)
@@ -134,13 +156,15 @@ class SearchSettings:
     up: float = 1.5
     down: float = 0.5
     min_samples: int = MIN_P99_SAMPLES
+    # A hold is judged on the p99's upper confidence bound, which needs more samples.
+    hold_min_samples: int = MIN_P99_SAMPLES
 
     def step_duration(self, rate: float) -> float:
         """The configured step, longer where the rate is too low for enough samples."""
         return max(self.step_s, 1.2 * self.min_samples / rate)
 
     def hold_duration(self, rate: float) -> float:
-        return max(self.hold_s, self.step_duration(rate))
+        return max(self.hold_s, self.step_duration(rate), 1.2 * self.hold_min_samples / rate)
 
     def longest(self, duration: float) -> float:
         """A step's hard bound: its schedule, then its requests' timeout at most."""
@@ -198,7 +222,12 @@ class CapacitySearch:
         return min(step.rate_rps for step in self.steps) if self.steps else None
 
 
-Step = Callable[[float, float], StepOutcome]
+class Step(Protocol):
+    """Measures and judges one step; a `hold` is judged on the p99's confidence bound."""
+
+    def __call__(self, rate: float, duration_s: float, hold: bool) -> StepOutcome: ...
+
+
 Settle = Callable[[], Drained]
 
 
@@ -215,7 +244,7 @@ class _Runner:
         return self.clock() + seconds <= self.deadline
 
     def measure(self, rate: float, duration: float, hold: bool) -> StepOutcome:
-        outcome = replace(self.step(rate, duration), hold=hold)
+        outcome = replace(self.step(rate, duration, hold), hold=hold)
         if not outcome.passed:
             drained = self.settle()
             outcome = replace(outcome, settle_s=drained.seconds)
@@ -294,7 +323,7 @@ def _confirm(run: _Runner) -> str:
 
 def find_capacity(step: Step, settle: Settle, knee_rps: float, settings: SearchSettings,
                   clock: Callable[[], float] = time.monotonic) -> CapacitySearch:
-    """`step(rate, duration_s)` measures and judges one step; `settle()` waits until the
+    """`step(rate, duration_s, hold)` measures and judges one step; `settle()` waits until the
     server has worked off a backlog. Both count against the budget."""
     search = CapacitySearch(knee_rps, knee_rps * settings.start_fraction)
     began = clock()

@@ -5,10 +5,12 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from pipeline.gates.order_stats import quantile_ranks, samples_for_upper_bound
 from pipeline.measure.capacity import (
     Limits,
     SearchSettings,
@@ -48,7 +50,7 @@ def queue(capacity_rps: float, clock: FakeClock, calls: list[float],  # type: ig
           hold_capacity_rps: float | None = None):
     """An M/D/1-like server: fine below `capacity_rps`, a growing backlog above it. A hold
     (a step longer than 1 s) sees `hold_capacity_rps`: slow growth that 1 s cannot show."""
-    def step(rate: float, duration_s: float) -> StepOutcome:
+    def step(rate: float, duration_s: float, hold: bool = False) -> StepOutcome:
         calls.append(rate)
         clock.now += duration_s
         if duration_s > 1.0 and hold_capacity_rps is not None:
@@ -176,7 +178,7 @@ def test_no_rate_confirmed_within_the_budget_is_unknown_not_zero() -> None:
     clock = FakeClock()
     slo = SloSpec.model_validate({"p99": "50ms", "min_throughput": "100/s"})
 
-    def late(rate: float, duration_s: float) -> StepOutcome:
+    def late(rate: float, duration_s: float, hold: bool = False) -> StepOutcome:
         clock.now += duration_s
         return judge(measured(rate, p99=80.0, client_bound=True), LIMITS)
 
@@ -198,7 +200,7 @@ def test_missing_the_slo_at_every_rate_tried_fails_the_gate() -> None:
     clock = FakeClock()
     slo = SloSpec.model_validate({"p99": "50ms", "min_throughput": "100/s"})
 
-    def slow(rate: float, duration_s: float) -> StepOutcome:
+    def slow(rate: float, duration_s: float, hold: bool = False) -> StepOutcome:
         clock.now += duration_s
         return judge(measured(rate, p99=80.0), LIMITS)
 
@@ -218,7 +220,7 @@ def test_missing_the_slo_at_every_rate_tried_fails_the_gate() -> None:
 def test_a_client_bound_step_is_not_judged_and_stops_the_search() -> None:
     clock = FakeClock()
 
-    def step(rate: float, duration_s: float) -> StepOutcome:
+    def step(rate: float, duration_s: float, hold: bool = False) -> StepOutcome:
         clock.now += duration_s
         late = rate > 1200
         return judge(measured(rate, p99=80.0 if late else 5.0, client_bound=late), LIMITS)
@@ -233,6 +235,46 @@ def test_a_client_bound_step_is_not_judged_and_stops_the_search() -> None:
     search = find_capacity(step, settler(clock), 2000.0 / 0.5, settings(budget_s=9), clock)
     assert [s.verdict for s in search.steps][:2] == ["client_bound", "pass"]
     assert search.best is not None and search.best.rate_rps == pytest.approx(1000.0)
+
+
+def test_a_step_passes_on_the_p99_upper_bound_not_its_point_estimate() -> None:
+    def bounded(low: float | None, high: float | None) -> StepMeasurement:
+        return replace(measured(100.0, p99=45.0), p99_interval_ms=(low, high))
+
+    # A bracketing step only locates the capacity: its point estimate decides.
+    assert judge(bounded(40.0, 50.5), LIMITS).passed
+    # The hold confirms it: the p99's upper bound must be within the SLO too.
+    assert judge(bounded(40.0, 49.0), LIMITS, on_bound=True).passed
+    assert judge(bounded(40.0, 50.0), LIMITS, on_bound=True).passed   # on the threshold
+    over = judge(bounded(40.0, 50.5), LIMITS, on_bound=True)
+    assert over.verdict == "fail" and "upper confidence bound 50.5ms" in over.reason
+    assert over.p99_interval_ms == (40.0, 50.5)
+    unbounded = judge(bounded(40.0, None), LIMITS, on_bound=True)
+    assert unbounded.verdict == "fail" and "too few samples" in unbounded.reason
+
+
+def test_a_hold_is_long_enough_for_its_p99_bound() -> None:
+    needed = samples_for_upper_bound(0.99, 0.95)
+    assert quantile_ranks(needed, 0.99, 0.95)[1] <= needed - 2
+    assert quantile_ranks(needed - 1, 0.99, 0.95)[1] > needed - 3
+    held = SearchSettings(budget_s=30.0, step_s=1.0, hold_s=3.0, step_timeout_s=0.2,
+                          hold_min_samples=needed)
+    assert held.hold_duration(10_000.0) == 3.0
+    assert held.hold_duration(100.0) == pytest.approx(1.2 * needed / 100.0)
+
+
+def test_the_capacity_gate_carries_the_bisection_interval() -> None:
+    clock, calls = FakeClock(), []
+    slo = SloSpec.model_validate({"p99": "50ms", "min_throughput": "100/s"})
+    search = find_capacity(queue(1000.0, clock, calls), settler(clock), 1000.0,
+                           settings(budget_s=30.0), clock)
+    gate = _capacity_gate(search, slo)
+    assert search.confirmed is not None and search.interval_rps is not None
+    assert gate is not None and gate.outcome == "passed"
+    assert gate.interval == search.interval_rps and gate.samples == search.confirmed.samples
+    strict = SloSpec.model_validate({"p99": "50ms", "min_throughput": "5000/s"})
+    failed = _capacity_gate(search, strict)
+    assert failed is not None and failed.outcome == "failed"
 
 
 def test_low_rates_get_longer_steps_for_enough_samples() -> None:
