@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from pipeline.cli.doctor import doctor
 from pipeline.cli.github import annotate, job_summary
 from pipeline.cli.progress import LiveView
 from pipeline.context import RunContext
@@ -307,6 +308,8 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
     if output == "markdown":
         job_summary(text)
 
+
+app.command()(doctor)
 
 store_app = typer.Typer(help="Inspect the release store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
