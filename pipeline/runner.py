@@ -56,7 +56,8 @@ def _run_stage(stage: ModuleType, ctx: RunContext) -> StageResult:
     try:
         result: StageResult = stage.run(ctx)
     except PipelineError as exc:
-        result = StageResult(stage.NAME, Status.FAILED, str(exc))
+        result = StageResult(stage.NAME, Status.FAILED, str(exc),
+                             details={"exit_code": exc.exit_code})
     except KeyboardInterrupt:
         result = StageResult(stage.NAME, Status.FAILED, "interrupted (Ctrl-C or SIGTERM)")
         result.duration_s = time.monotonic() - started

@@ -129,7 +129,8 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
     if record["status"] != "passed":
         failed = [s for s in record["stages"] if s["status"] == "failed"]
         reason = f"{failed[0]['name']}: {failed[0]['message']}" if failed else "not all passed"
-        raise PipelineFailed(f"run {run_id} failed at {reason}")
+        kind = failed[0].get("details", {}).get("exit_code", 1) if failed else 1
+        raise PipelineFailed(f"run {run_id} failed at {reason}", kind)
     if record["release_id"]:
         out.print(f"release {record['release_id']}")
 
