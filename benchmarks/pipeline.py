@@ -25,6 +25,9 @@ latency budget dropped so the copy stays valid), measured with
 
     python benchmarks/pipeline.py [--spec serve.yaml.example]
 
+`preflight_s` is the time of the checks `promote` runs before its first stage (store,
+server binary, ports, model source, disk), timed by `serve-pipeline doctor --env staging`.
+
 The last line is one JSON object with the headline figures.
 """
 
@@ -113,12 +116,25 @@ def time_to_close_verdict(spec: Path, p99_ms: float) -> tuple[float, str]:
     return float(latency["metrics"]["verdict_s"]), str(gate.get("outcome"))
 
 
+def preflight_seconds(project: Path) -> float:
+    """The preflight checks `promote staging` runs before its first stage, timed by
+    `serve-pipeline doctor --env staging` (the same checks, alone, in a fresh process)."""
+    done = subprocess.run([sys.executable, "-m", "pipeline", "doctor", "--env", "staging",
+                           "--format", "json"], cwd=project, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)
+        raise SystemExit(f"preflight failed (exit {done.returncode})")
+    return float(json.loads(done.stdout)["duration_s"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spec", type=Path, default=REPO / "serve.yaml.example")
     args = parser.parse_args()
     project = scratch_project(args.spec.resolve())
     try:
+        preflight_s = preflight_seconds(project)
         started = time.monotonic()
         completed = subprocess.run(
             [sys.executable, "-m", "pipeline", "promote", "staging"], cwd=project,
@@ -160,6 +176,7 @@ def main() -> None:
     clear = latency_stage(record)
     verdict_s_close, verdict_close = time_to_close_verdict(args.spec.resolve(),
                                                            float(clear["metrics"]["p99_ms"]))
+    print(f"preflight (the checks before the first stage): {preflight_s:.3f}s")
     print(f"time to a latency verdict: {clear['metrics']['verdict_s']:.2f}s clear, "
           f"{verdict_s_close:.2f}s with p99 threshold 5% above the measured p99 "
           f"({verdict_close})")
@@ -170,6 +187,7 @@ def main() -> None:
                       "verdict_s_clear": round(float(clear["metrics"]["verdict_s"]), 3),
                       "verdict_s_close": round(verdict_s_close, 3),
                       "verdict_close": verdict_close,
+                      "preflight_s": round(preflight_s, 3),
 
                       "capacity_rps": saturation_metrics.get("capacity_rps"),
                       "saturation_s": round(saturation_s, 3)}))

@@ -69,7 +69,13 @@ class ServerError(PipelineError):
 
 
 class PipelineFailed(PipelineError):
-    """A stage failed; the record has the details."""
+    """A stage failed; the record has the details. A stage that failed on the store exits
+    with the store's code (3, or 4 for a lost race), every other failure with 1."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code if exit_code in (StoreError.exit_code,
+                                                    ConflictError.exit_code) else 1
 
 
 class Interrupted(PipelineError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import signal
 import threading
@@ -14,6 +15,7 @@ from typing import Any, Protocol
 from pipeline import __version__
 from pipeline.context import RunContext
 from pipeline.errors import PipelineError, UsageError
+from pipeline.preflight import PreflightFailed, Scope, require_ready
 from pipeline.provenance import git_state
 from pipeline.record import write_record
 from pipeline.release.manifest import iso, utc_now
@@ -54,7 +56,8 @@ def _run_stage(stage: ModuleType, ctx: RunContext) -> StageResult:
     try:
         result: StageResult = stage.run(ctx)
     except PipelineError as exc:
-        result = StageResult(stage.NAME, Status.FAILED, str(exc))
+        result = StageResult(stage.NAME, Status.FAILED, str(exc),
+                             details={"exit_code": exc.exit_code})
     except KeyboardInterrupt:
         result = StageResult(stage.NAME, Status.FAILED, "interrupted (Ctrl-C or SIGTERM)")
         result.duration_s = time.monotonic() - started
@@ -95,6 +98,13 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
     recorded as skipped. A server already in `ctx.server` is measured as it is.
     """
     chosen = stages_to_run(selected, attached=ctx.server is not None)
+    try:   # every problem a later stage would hit, before any stage runs; no record
+        require_ready(ctx.loaded, ctx.env, Scope.for_run(
+            ctx.loaded, ctx.promote_to, ctx.server is not None, chosen, ctx.promotion is not None))
+    except PreflightFailed:
+        with contextlib.suppress(OSError):   # the caller's run folder, still empty
+            ctx.run_dir.rmdir()
+        raise
     watcher = observer or SilentObserver()
     started_at = utc_now()
     started = time.monotonic()

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from pipeline.cli.doctor import doctor
 from pipeline.cli.github import annotate, job_summary
 from pipeline.cli.progress import LiveView
 from pipeline.context import RunContext
@@ -128,7 +129,8 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
     if record["status"] != "passed":
         failed = [s for s in record["stages"] if s["status"] == "failed"]
         reason = f"{failed[0]['name']}: {failed[0]['message']}" if failed else "not all passed"
-        raise PipelineFailed(f"run {run_id} failed at {reason}")
+        kind = failed[0].get("details", {}).get("exit_code", 1) if failed else 1
+        raise PipelineFailed(f"run {run_id} failed at {reason}", kind)
     if record["release_id"]:
         out.print(f"release {record['release_id']}")
 
@@ -307,6 +309,8 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
     if output == "markdown":
         job_summary(text)
 
+
+app.command()(doctor)
 
 store_app = typer.Typer(help="Inspect the release store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")

@@ -97,10 +97,10 @@ def test_docker_failures_are_one_line(fast_project: Path, docker_client: Any,
     docker_spec(fast_project, triton_base, None)
     nobody = cli(["run"], fast_project,
                  env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no.sock"})
-    assert nobody.returncode == 1 and "no Docker daemon reachable" in nobody.stderr
+    assert nobody.returncode == 2 and "no Docker daemon reachable" in nobody.stderr
     docker_spec(fast_project, "serve-pipeline/no-such-base:0", None)
     missing = cli(["run"], fast_project)
-    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert "base image serve-pipeline/no-such-base:0 is not on the Docker host" in missing.stderr
     port = docker_support.free_port()
     docker_spec(fast_project, triton_base, f"127.0.0.1:{port}/ml/fraud-mlp")

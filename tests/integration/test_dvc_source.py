@@ -89,6 +89,6 @@ def test_a_missing_rev_is_one_clear_line(fast_project: Path, tmp_path: Path) -> 
         "source: examples/mlp/model.pt",
         f"source: {{dvc: {{path: model.pt, repo: {repo}, rev: no-such-tag}}}}"))
     result = cli(["run"], fast_project)
-    assert result.returncode == 1
+    assert result.returncode == 2   # found by preflight, before anything is built
     assert "Traceback" not in result.stderr
-    assert "model.source.dvc: cannot read model.pt@no-such-tag" in result.stderr
+    assert "model.source.dvc: cannot resolve model.pt@no-such-tag" in result.stderr

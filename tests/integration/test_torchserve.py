@@ -109,7 +109,7 @@ def test_a_reproducible_mar(ts_project: Path, tmp_path: Path) -> None:
     assert first.digest == second.digest and first.config_digest == second.config_digest
 
 
-def test_missing_java_fails_the_start_in_one_line(ts_project: Path, tmp_path: Path) -> None:
+def test_missing_java_fails_in_one_line(ts_project: Path, tmp_path: Path) -> None:
     bare = tmp_path / "bin"
     bare.mkdir()
     for tool in ("git",):
@@ -119,10 +119,9 @@ def test_missing_java_fails_the_start_in_one_line(ts_project: Path, tmp_path: Pa
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{bare}"
     result = cli(["run"], ts_project, env=env, timeout=120)
-    assert result.returncode == 1
+    assert result.returncode == 2   # found by preflight, before anything is built
     assert "Traceback" not in result.stderr
-    assert "start: " in result.stderr or "failed at start" in result.stderr
-    assert "java not found" in result.stderr
+    assert "preflight: server.java: java not found" in result.stderr
 
 
 @pytest.fixture
