@@ -57,7 +57,8 @@ class RunRecord:
 
     Field order is the order of the keys in record.json. `extra` keeps keys this version
     does not know; `shape` the keys (in order) of the JSON it was read from, None for a
-    record built by a run (then every key is written)."""
+    record built by a run (then every key is written). `extra`, `shape` and
+    `stages_sorted` are how it was stored, not part of the record."""
 
     schema: int = RECORD_SCHEMA
     run_id: str | None = None
@@ -84,6 +85,7 @@ class RunRecord:
     model: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     shape: tuple[str, ...] | None = None
+    stages_sorted: bool = False     # stages read from a release's canonical (sorted) JSON
 
     # -- reading -------------------------------------------------------------------------
 
@@ -114,13 +116,14 @@ class RunRecord:
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {}
         for item in fields(self):
-            if item.name in ("extra", "shape"):
+            if item.name in _STORAGE:
                 continue
             value = getattr(self, item.name)
             if item.name == "server":
                 value = self.server.to_json()
             elif item.name == "stages":
-                value = [stage.to_json() for stage in self.stages]
+                value = [_sorted(stage.to_json()) if self.stages_sorted else stage.to_json()
+                         for stage in self.stages]
             body[item.name] = value
         body.update(self.extra)
         if self.shape is None:
@@ -129,7 +132,7 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> RunRecord:
-        known = {item.name for item in fields(cls)} - {"extra", "shape"}
+        known = {item.name for item in fields(cls)} - _STORAGE
         stages = body.get("stages")
         schema = finite(body.get("schema"))
         files = body.get("spec_files")
@@ -159,6 +162,17 @@ class RunRecord:
         """Make sure a record read from a shorter shape writes `keys` too (set later)."""
         if self.shape is not None:
             self.shape = (*self.shape, *(key for key in keys if key not in self.shape))
+
+
+_STORAGE = frozenset({"extra", "shape", "stages_sorted"})
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted(value[key]) for key in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [_sorted(item) for item in value]
+    return value
 
 
 def _text(value: Any) -> str | None:

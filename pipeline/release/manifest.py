@@ -178,6 +178,7 @@ def read_verification(store: Store, manifest: Mapping[str, Any], release_id: str
     if not isinstance(body, dict) or not isinstance(body.get("stages"), list):
         raise VerificationUnreadable("its verification blob holds no stage results")
     record = RunRecord.from_json(body)
+    record.stages_sorted = True      # stored as canonical JSON
     if "release_id" not in body:
         record.release_id = release_id
         record.with_keys("release_id")
@@ -198,4 +199,4 @@ def release_record(store: Store, manifest: Mapping[str, Any], release_id: str) -
                      spec_digest=manifest.get("spec_digest"), release_id=release_id,
                      stages=verification.stages,
                      shape=("run_id", "status", "environment", "spec_digest", "release_id",
-                            "stages"))
+                            "stages"), stages_sorted=True)
