@@ -1,7 +1,9 @@
-"""The metrics the regression gate may watch, named once: `stage.metric` as in the record.
+"""Metric names, defined once: what stages record, reports show and the regression gate
+watches (as `stage.metric`).
 
-Only metrics with a better direction (lower latency, higher throughput) are here;
-a neutral one such as the average batch size cannot regress.
+Only the metrics in LATENCY and SATURATION may be watched: those with a better
+direction (lower latency, higher throughput); a neutral one such as the average batch
+size cannot regress.
 
 `validate` refuses a name that is not here (a typo would silently turn its check
 off), and the gate looks for fallbacks here when the live release was measured
@@ -13,27 +15,86 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+# The stages whose metrics are compared and watched.
+READINESS_STAGE: Final = "readiness"
+LATENCY_STAGE: Final = "latency"
+SATURATION_STAGE: Final = "saturation"
+
+# Client-side latency of a measured window (milliseconds), errors and throughput.
+P50_MS: Final = "p50_ms"
+P90_MS: Final = "p90_ms"
+P95_MS: Final = "p95_ms"
+P99_MS: Final = "p99_ms"
+P999_MS: Final = "p999_ms"
+MAX_MS: Final = "max_ms"
+MEAN_MS: Final = "mean_ms"
+ERROR_RATE: Final = "error_rate"
+THROUGHPUT_RPS: Final = "throughput_rps"
+CLIENT_CPU_MS_PER_REQUEST: Final = "client_cpu_ms_per_request"
+CONCURRENCY: Final = "concurrency"
+BATCH_SIZE: Final = "batch_size"
+
+# Server-side, per request on average (microseconds), from the server's own counters.
+SERVER_QUEUE_US: Final = "server_queue_us"
+SERVER_COMPUTE_INPUT_US: Final = "server_compute_input_us"
+SERVER_COMPUTE_INFER_US: Final = "server_compute_infer_us"
+SERVER_COMPUTE_OUTPUT_US: Final = "server_compute_output_us"
+SERVER_INFERENCE_US: Final = "server_inference_us"
+SERVER_AVG_BATCH_SIZE: Final = "server_avg_batch_size"
+QUEUE_MEAN_BUDGET_US: Final = "queue_mean_budget_us"
+COMPUTE_METRICS: Final = (SERVER_COMPUTE_INPUT_US, SERVER_COMPUTE_INFER_US,
+                          SERVER_COMPUTE_OUTPUT_US)
+
+# Memory of the server's process tree after warm traffic (MiB), and at cold start.
+SERVER_RSS_MB: Final = "server_rss_mb"
+SERVER_PSS_MB: Final = "server_pss_mb"
+SERVER_GPU_MB: Final = "server_gpu_mb"
+SERVER_PROCESSES: Final = "server_processes"
+COLD_RSS_MB: Final = "cold_rss_mb"
+
+# Saturation: the closed-loop knee, the open-loop capacity, the burst.
+KNEE_CONCURRENCY: Final = "knee_concurrency"
+KNEE_THROUGHPUT_RPS: Final = "knee_throughput_rps"
+KNEE_P99_MS: Final = "knee_p99_ms"
+CAPACITY_RPS: Final = "capacity_rps"
+CAPACITY_P99_MS: Final = "capacity_p99_ms"
+BURST_RATE_RPS: Final = "burst_rate_rps"
+BURST_BASE_RATE_RPS: Final = "burst_base_rate_rps"
+BURST_P99_MS: Final = "burst_p99_ms"
+BURST_BASE_P99_MS: Final = "burst_base_p99_ms"
+BURST_ERRORS: Final = "burst_errors"
+BURST_DRAIN_S: Final = "burst_drain_s"
+BURST_SCHEDULE_LAG_P99_MS: Final = "burst_schedule_lag_p99_ms"
+
 LATENCY: Final = (
-    "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms",
-    "error_rate", "throughput_rps", "client_cpu_ms_per_request",
-    "server_queue_us", "server_compute_input_us", "server_compute_infer_us",
-    "server_compute_output_us", "server_inference_us",
-    "server_rss_mb", "server_pss_mb", "server_gpu_mb",
+    P50_MS, P90_MS, P95_MS, P99_MS, P999_MS, MAX_MS, MEAN_MS,
+    ERROR_RATE, THROUGHPUT_RPS, CLIENT_CPU_MS_PER_REQUEST,
+    SERVER_QUEUE_US, *COMPUTE_METRICS, SERVER_INFERENCE_US,
+    SERVER_RSS_MB, SERVER_PSS_MB, SERVER_GPU_MB,
 )
 SATURATION: Final = (
-    "knee_concurrency", "knee_throughput_rps", "knee_p99_ms",
-    "capacity_rps", "capacity_p99_ms",
-    "burst_p99_ms", "burst_base_p99_ms", "burst_errors", "burst_drain_s",
+    KNEE_CONCURRENCY, KNEE_THROUGHPUT_RPS, KNEE_P99_MS,
+    CAPACITY_RPS, CAPACITY_P99_MS,
+    BURST_P99_MS, BURST_BASE_P99_MS, BURST_ERRORS, BURST_DRAIN_S,
 )
 
+
+def watched_name(stage: str, metric: str) -> str:
+    """The name the regression gate and `stages.regression.metrics` use: `stage.metric`."""
+    return f"{stage}.{metric}"
+
+
 WATCHABLE: Final[frozenset[str]] = frozenset(
-    [f"latency.{name}" for name in LATENCY] + [f"saturation.{name}" for name in SATURATION])
+    [watched_name(LATENCY_STAGE, name) for name in LATENCY]
+    + [watched_name(SATURATION_STAGE, name) for name in SATURATION])
 
 # A live release measured before a metric existed is compared on its predecessor:
 # the knee's throughput stood for the capacity at the SLO.
 BASELINE_FALLBACKS: Final[Mapping[str, tuple[str, ...]]] = {
-    "saturation.capacity_rps": ("saturation.knee_throughput_rps",),
-    "saturation.capacity_p99_ms": ("saturation.knee_p99_ms",),
+    watched_name(SATURATION_STAGE, CAPACITY_RPS):
+        (watched_name(SATURATION_STAGE, KNEE_THROUGHPUT_RPS),),
+    watched_name(SATURATION_STAGE, CAPACITY_P99_MS):
+        (watched_name(SATURATION_STAGE, KNEE_P99_MS),),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -12,6 +14,7 @@ class Status(str, Enum):
     FAILED = "failed"
     SKIPPED = "skipped"
     ABORTED = "aborted"
+    UNKNOWN = "unknown"       # read from a record that did not say (never produced by a run)
 
 
 GATE_OUTCOMES = ("passed", "failed", "inconclusive")
@@ -28,8 +31,8 @@ class Gate:
     """
 
     name: str
-    observed: float | str
-    threshold: float | str
+    observed: float | str | None
+    threshold: float | str | None
     passed: bool
     comparison: str = ""
     unit: str = ""
@@ -62,8 +65,26 @@ class Gate:
     def at_least(cls, name: str, observed: float, threshold: float, unit: str = "") -> Gate:
         return cls(name, observed, threshold, observed >= threshold, ">=", unit)
 
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Gate:
+        """A gate as stored; older records lack `outcome` (then `passed` decides) and the
+        interval fields, and odd values load as missing rather than fail."""
+        outcome = body.get("outcome")
+        if outcome not in GATE_OUTCOMES:
+            outcome = "passed" if body.get("passed") is True else "failed"
+        raw_interval = body.get("interval")
+        interval = None
+        if isinstance(raw_interval, list | tuple) and len(raw_interval) == 2:
+            interval = (finite(raw_interval[0]), finite(raw_interval[1]))
+        samples = finite(body.get("samples"))
+        return cls(str(body.get("name", "?")), _scalar(body.get("observed")),
+                   _scalar(body.get("threshold")), outcome == "passed",
+                   str(body.get("comparison") or ""), str(body.get("unit") or ""), outcome,
+                   interval, None if samples is None else int(samples),
+                   str(body.get("reason") or ""))
+
     def describe(self) -> str:
-        def show(value: float | str) -> str:
+        def show(value: float | str | None) -> str:
             if isinstance(value, float):
                 return f"{value:.4g}{self.unit}"
             return f"{value}{self.unit if isinstance(value, int) else ''}"
@@ -84,6 +105,24 @@ class Gate:
             return ""
         low, high = (("-" if v is None else f"{v:.4g}") for v in self.interval)
         return f"[{low}, {high}]{self.unit}"
+
+
+def finite(value: Any) -> float | None:
+    """A finite JSON number as float; None for anything else (bools included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    result = float(value)
+    return result if math.isfinite(result) else None
+
+
+def _scalar(value: Any) -> float | str | None:
+    if value is None or isinstance(value, int | float | str):
+        return value
+    return str(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -130,11 +169,33 @@ class StageResult:
         return body
 
     @classmethod
-    def from_json(cls, body: dict[str, Any]) -> StageResult:
+    def from_json(cls, body: Mapping[str, Any]) -> StageResult:
+        """A stage as stored. Missing or oddly typed parts load empty (a record may come from
+        an aborted run, an older version or a release's verification), never fail."""
+        status = body.get("status")
+        metrics = body.get("metrics")
+        gates = body.get("gates")
+        artifacts = body.get("artifacts")
+        details = body.get("details")
+        duration = finite(body.get("duration_s"))
         return cls(
-            name=body["name"], status=Status(body["status"]), message=body.get("message", ""),
-            duration_s=body.get("duration_s", 0.0), metrics=dict(body.get("metrics", {})),
-            gates=[Gate(**gate) for gate in body.get("gates", [])],
-            artifacts={k: Artifact(**v) for k, v in body.get("artifacts", {}).items()},
-            details=dict(body.get("details", {})),
+            name=str(body.get("name", "?")),
+            status=Status(status) if status in Status._value2member_map_ else Status.UNKNOWN,
+            message=str(body.get("message") or ""),
+            duration_s=0.0 if duration is None else duration,
+            metrics={str(key): value for key, value in metrics.items() if _is_number(value)}
+            if isinstance(metrics, Mapping) else {},
+            gates=[Gate.from_json(gate) for gate in gates if isinstance(gate, Mapping)]
+            if isinstance(gates, list) else [],
+            artifacts={str(key): Artifact(str(value.get("path", "")),
+                                          str(value.get("sha256", "")),
+                                          int(finite(value.get("size")) or 0))
+                       for key, value in artifacts.items() if isinstance(value, Mapping)}
+            if isinstance(artifacts, Mapping) else {},
+            details=dict(details) if isinstance(details, Mapping) else {},
         )
+
+    def finite_metrics(self) -> dict[str, float]:
+        """The metrics that are finite numbers, as floats."""
+        return {key: number for key, raw in self.metrics.items()
+                if (number := finite(raw)) is not None}

@@ -17,7 +17,7 @@ from pipeline.context import RunContext
 from pipeline.errors import PipelineError, UsageError
 from pipeline.preflight import PreflightFailed, Scope, require_ready
 from pipeline.provenance import git_state
-from pipeline.record import write_record
+from pipeline.record import RunRecord, ServerInfo, write_record
 from pipeline.release.manifest import iso, utc_now
 from pipeline.results import StageResult, Status
 from stages import build, latency, parity, publish, readiness, saturation, start
@@ -90,39 +90,60 @@ def stages_to_run(selected: frozenset[str] | None, attached: bool) -> frozenset[
     return frozenset(needed)
 
 
-def run_pipeline(ctx: RunContext, observer: Observer | None = None,
-                 command: str = "run", selected: frozenset[str] | None = None) -> dict[str, Any]:
-    """Run the stages and return the run record (also written to the run folder).
+def _new_record(ctx: RunContext, command: str, selected: frozenset[str] | None) -> RunRecord:
+    return RunRecord(
+        run_id=ctx.run_id, status="running", command=command, name=ctx.loaded.spec.name,
+        environment=ctx.loaded.environment, spec_file=str(ctx.loaded.path),
+        spec_files=list(ctx.loaded.files), spec_digest=ctx.loaded.digest,
+        started_at=iso(utc_now()), tool_version=__version__,
+        host={"machine": platform.machine(), "python": platform.python_version(),
+              "node": platform.node()},
+        server=ServerInfo(kind=ctx.loaded.spec.server.kind, log="server.log"),
+        selected_stages=sorted(selected) if selected is not None else None,
+        git=git_state(ctx.loaded.workspace),
+    )
 
-    `selected` limits the run to some stages (and what they need); the others are
-    recorded as skipped. A server already in `ctx.server` is measured as it is.
-    """
-    chosen = stages_to_run(selected, attached=ctx.server is not None)
-    try:   # every problem a later stage would hit, before any stage runs; no record
+
+def _finish_record(record: RunRecord, ctx: RunContext, interrupted: bool,
+                   duration_s: float) -> None:
+    """The verdict, and what the run produced, once every stage has a result."""
+    passed = all(r.status in (Status.PASSED, Status.SKIPPED) for r in ctx.results) and \
+        len(ctx.results) == len(STAGES) and any(r.status is Status.PASSED for r in ctx.results)
+    if ctx.model_source is not None:
+        record.model = {"source": ctx.model_source.description,
+                        "provenance": ctx.model_source.provenance,
+                        "sha256": ctx.build.model_digest if ctx.build else None}
+    record.status = "passed" if passed else "failed"
+    record.finished_at = iso(utc_now())
+    record.duration_s = duration_s
+    record.release_id = ctx.release_id
+    record.promoted_to = ctx.promote_to if passed else None
+    record.interrupted = interrupted
+
+
+def _preflight(ctx: RunContext, chosen: frozenset[str]) -> None:
+    """Every problem a later stage would hit, before any stage runs; no record."""
+    try:
         require_ready(ctx.loaded, ctx.env, Scope.for_run(
             ctx.loaded, ctx.promote_to, ctx.server is not None, chosen, ctx.promotion is not None))
     except PreflightFailed:
         with contextlib.suppress(OSError):   # the caller's run folder, still empty
             ctx.run_dir.rmdir()
         raise
+
+
+def run_pipeline(ctx: RunContext, observer: Observer | None = None,
+                 command: str = "run", selected: frozenset[str] | None = None) -> RunRecord:
+    """Run the stages and return the run record (also written to the run folder).
+
+    `selected` limits the run to some stages (and what they need); the others are
+    recorded as skipped. A server already in `ctx.server` is measured as it is.
+    """
+    chosen = stages_to_run(selected, attached=ctx.server is not None)
+    _preflight(ctx, chosen)
     watcher = observer or SilentObserver()
-    started_at = utc_now()
     started = time.monotonic()
-    record: dict[str, Any] = {
-        "schema": 1, "run_id": ctx.run_id, "status": "running", "command": command,
-        "name": ctx.loaded.spec.name, "environment": ctx.loaded.environment,
-        "spec_file": str(ctx.loaded.path), "spec_files": list(ctx.loaded.files),
-        "spec_digest": ctx.loaded.digest, "started_at": iso(started_at), "finished_at": None,
-        "duration_s": None, "tool_version": __version__,
-        "host": {"machine": platform.machine(), "python": platform.python_version(),
-                 "node": platform.node()},
-        "server": {"kind": ctx.loaded.spec.server.kind, "log": "server.log"},
-        "stages": [], "release_id": None, "promoted_to": None, "interrupted": False,
-        "teardown_s": None,
-        "selected_stages": sorted(selected) if selected is not None else None,
-        "git": git_state(ctx.loaded.workspace),
-        "model": None,
-    }
+    record = _new_record(ctx, command, selected)
     record_path = ctx.run_dir / "record.json"
     failure: str | None = None
     interrupted = False
@@ -146,7 +167,7 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
                     failure = f"aborted: {stage.NAME} " + (
                         "was interrupted" if interrupted else "failed")
             ctx.results.append(result)
-            record["stages"].append(result.to_json())
+            record.stages.append(result)
             watcher.stage_finished(result)
             write_record(record_path, record)
             if index == last_server_stage:
@@ -162,20 +183,10 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
                 ctx.resources.close()
             else:
                 early_teardown.join()
-        record["teardown_s"] = time.monotonic() - teardown_started
+        record.teardown_s = time.monotonic() - teardown_started
         if ctx.server is not None and ctx.server.process is not None:
-            record["server"]["exit"] = ctx.server.process.describe_exit()
-        passed = all(r.status in (Status.PASSED, Status.SKIPPED) for r in ctx.results) and \
-            len(ctx.results) == len(STAGES) and any(r.status is Status.PASSED
-                                                    for r in ctx.results)
-        if ctx.model_source is not None:
-            record["model"] = {"source": ctx.model_source.description,
-                               "provenance": ctx.model_source.provenance,
-                               "sha256": ctx.build.model_digest if ctx.build else None}
-        record.update(status="passed" if passed else "failed", finished_at=iso(utc_now()),
-                      duration_s=time.monotonic() - started, release_id=ctx.release_id,
-                      promoted_to=ctx.promote_to if passed else None,
-                      interrupted=interrupted)
+            record.server.exit = ctx.server.process.describe_exit()
+        _finish_record(record, ctx, interrupted, time.monotonic() - started)
         write_record(record_path, record)
     if interrupted:
         raise KeyboardInterrupt

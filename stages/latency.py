@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.gates import memory_growth
 from pipeline.gates.latency import (
@@ -93,16 +94,16 @@ def run(ctx: RunContext) -> StageResult:
         "stabilised": stable,
         "decided": outcome.decided,
         "window_s": window_s,
-        "windows": [{"throughput_rps": w.throughput, "p99_ms": w.percentile_ms(99),
-                     "p95_ms": w.percentile_ms(95), "p50_ms": w.percentile_ms(50),
+        "windows": [{m.THROUGHPUT_RPS: w.throughput, m.P99_MS: w.percentile_ms(99),
+                     m.P95_MS: w.percentile_ms(95), m.P50_MS: w.percentile_ms(50),
                      "requests": w.completed + w.error_count} for w in outcome.windows],
         **verdict_details(verdicts, look_confidence(spec)),
         "protocol": stage.protocol,
         **memory_notes,
     }
-    message = (f"p50 {summary['p50_ms']:.2f}ms p99 {summary['p99_ms']:.2f}ms at "
-               f"{summary['throughput_rps']:.0f}/s, {int(summary['errors'])} errors; server "
-               f"queue {metrics['server_queue_us'] / 1e3:.2f}ms, avg batch "
+    message = (f"p50 {summary[m.P50_MS]:.2f}ms p99 {summary[m.P99_MS]:.2f}ms at "
+               f"{summary[m.THROUGHPUT_RPS]:.0f}/s, {int(summary['errors'])} errors; server "
+               f"queue {metrics[m.SERVER_QUEUE_US] / 1e3:.2f}ms, avg batch "
                f"{metrics['server_avg_batch_size']:.1f}")
     if "server_rss_mb" in memory:
         message += f"; RSS {memory['server_rss_mb']:.0f} MiB"

@@ -6,6 +6,7 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
+from pipeline.record import RunRecord, ServerInfo
 from pipeline.release.identity import acting_identity
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
 from pipeline.release.pointers import move_pointer
@@ -93,8 +94,7 @@ def _against_live(ctx: RunContext, store: Store) -> tuple[list[Gate], dict[str, 
     if live.verification is None:
         details = {"comparison": {"environment": environment, "baseline_release_id": None}}
         return ([live_release_gate(live)] if settings.gate else []), details
-    record = {"stages": [r.to_json() for r in ctx.results],
-              "server": {"kind": ctx.loaded.spec.server.kind}}
+    record = RunRecord(stages=list(ctx.results), server=ServerInfo(ctx.loaded.spec.server.kind))
     gates, deltas = regression_gates(record, live.verification, settings)
     regressed = [f"{d.stage}.{d.metric} {d.change_text}" for d in deltas if d.regressed]
     comparison: dict[str, Any] = {"environment": environment,

@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
+from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.gates.order_stats import quantile_interval_us, samples_for_upper_bound
 from pipeline.measure.capacity import (
@@ -55,10 +56,10 @@ def run(ctx: RunContext) -> StageResult:
         window = closed_window(ctx, server, target, NAME, concurrency,
                                stage.probe_duration.seconds, f"probe at concurrency {concurrency}")
         summary = window.summary()
-        passed = (summary["p99_ms"] <= slo.p99.ms
+        passed = (summary[m.P99_MS] <= slo.p99.ms
                   and window.error_rate <= slo.error_rate.fraction
                   and window.completed > 0)
-        return ProbeOutcome(concurrency, summary["throughput_rps"], summary["p99_ms"],
+        return ProbeOutcome(concurrency, summary[m.THROUGHPUT_RPS], summary[m.P99_MS],
                             window.error_rate, passed)
 
     search = find_knee(probe, stage.max_concurrency)
@@ -224,13 +225,13 @@ def _burst(ctx: RunContext, server: ModelServer, target: Target, stage: Saturati
     during = outcome.phases["burst"].summary()
     before = outcome.phases["before"].summary()
     metrics.update(burst_rate_rps=burst.rate.per_second, burst_base_rate_rps=base,
-                   burst_p99_ms=during["p99_ms"], burst_base_p99_ms=before["p99_ms"],
+                   burst_p99_ms=during[m.P99_MS], burst_base_p99_ms=before[m.P99_MS],
                    burst_errors=sum(r.error_count for r in outcome.phases.values()),
                    burst_drain_s=outcome.drain_s,
                    burst_schedule_lag_p99_ms=outcome.lag_p99_us / 1e3)
     details["burst_valid"] = not outcome.client_bound
-    message = (f"; burst {burst.rate}: p99 {during['p99_ms']:.1f}ms (before "
-               f"{before['p99_ms']:.1f}ms), drained in {outcome.drain_s:.2f}s")
+    message = (f"; burst {burst.rate}: p99 {during[m.P99_MS]:.1f}ms (before "
+               f"{before[m.P99_MS]:.1f}ms), drained in {outcome.drain_s:.2f}s")
     if outcome.client_bound:
         message += " [client fell behind its schedule: burst figures invalid]"
     return message

@@ -24,12 +24,19 @@ from pipeline.errors import (
     Interrupted,
     PipelineError,
     PipelineFailed,
+    StoreError,
     UsageError,
 )
 from pipeline.model.source import resolve_model_source
-from pipeline.record import load_run_record, runs_dir
+from pipeline.record import RunRecord, load_run_record, runs_dir
 from pipeline.release.identity import acting_identity, acting_user, claimed_name, names_of
-from pipeline.release.manifest import list_releases, read_manifest
+from pipeline.release.manifest import (
+    VerificationUnreadable,
+    list_releases,
+    read_manifest,
+    release_record,
+    verification_blob,
+)
 from pipeline.release.pointers import read_pointer, rollback
 from pipeline.release.promotion import (
     CheckedPromotion,
@@ -126,13 +133,13 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
     out.print(render_terminal(record))
     _write_reports(loaded, record, run_dir)
     out.print(f"record: {run_dir / 'record.json'}  report: {run_dir / 'report.html'}")
-    if record["status"] != "passed":
-        failed = [s for s in record["stages"] if s["status"] == "failed"]
-        reason = f"{failed[0]['name']}: {failed[0]['message']}" if failed else "not all passed"
-        kind = failed[0].get("details", {}).get("exit_code", 1) if failed else 1
+    if record.status != "passed":
+        failed = record.first_failed_stage()
+        reason = f"{failed.name}: {failed.message}" if failed else "not all passed"
+        kind = failed.details.get("exit_code", 1) if failed else 1
         raise PipelineFailed(f"run {run_id} failed at {reason}", kind)
-    if record["release_id"]:
-        out.print(f"release {record['release_id']}")
+    if record.release_id:
+        out.print(f"release {record.release_id}")
 
 
 @app.command()
@@ -375,7 +382,7 @@ def releases_command(file: SpecFile = DEFAULT_SPEC,
     out.print(table)
 
 
-def _write_reports(loaded: LoadedSpec, record: dict[str, Any], run_dir: Path) -> None:
+def _write_reports(loaded: LoadedSpec, record: RunRecord, run_dir: Path) -> None:
     """report.html beside the record (after the run: never inside a measurement window),
     and the job summary when running in GitHub Actions."""
     try:
@@ -387,7 +394,7 @@ def _write_reports(loaded: LoadedSpec, record: dict[str, Any], run_dir: Path) ->
         job_summary(render(record, "markdown", baseline))
 
 
-def _find_record(loaded: LoadedSpec, identifier: str) -> dict[str, Any]:
+def _find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:
     if (runs_dir(loaded.workspace) / identifier / "record.json").is_file():
         return load_run_record(loaded.workspace, identifier)
     store = store_for(loaded)
@@ -399,13 +406,12 @@ def _find_record(loaded: LoadedSpec, identifier: str) -> dict[str, Any]:
     run_id = manifest.get("run_id", "")
     if (runs_dir(loaded.workspace) / run_id / "record.json").is_file():
         return load_run_record(loaded.workspace, run_id)
-    blob = next((b for b in manifest["blobs"] if b["role"] == "verification"), None)
-    if blob is None:
+    if verification_blob(manifest) is None:
         raise UsageError(f"release {identifier} carries no verification record")
-    verification: dict[str, Any] = json.loads(store.read_blob(blob["digest"]))
-    return {"run_id": run_id, "status": "passed", "environment": manifest.get("verified_in"),
-            "spec_digest": manifest.get("spec_digest"), "release_id": identifier,
-            "stages": verification["stages"]}
+    try:
+        return release_record(store, manifest, identifier)
+    except VerificationUnreadable as exc:
+        raise StoreError(f"release {identifier}: {exc}") from None
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline import metric_names as m
 from pipeline.gates.verdict import PercentileVerdict, judge_percentile, per_look_confidence
 from pipeline.measure.loadgen import LoadResult
 from pipeline.results import Gate
@@ -66,7 +67,7 @@ def latency_gates(spec: Spec, verdicts: list[PercentileVerdict], measured: LoadR
         # A mean against a budget stated as a mean: the counters of both servers give
         # only sums, and Triton's summary quantiles cover a sliding time span, not our
         # windows.
-        queue_ms = server_view["server_queue_us"] / 1e3
+        queue_ms = server_view[m.SERVER_QUEUE_US] / 1e3
         gates.append(Gate("latency.server_queue_mean", queue_ms, slo.queue_mean.ms,
                           queue_ms <= slo.queue_mean.ms, "<=", "ms",
                           samples=int(server_view.get("server_requests", 0))))

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from hdrh.histogram import HdrHistogram
 
+from pipeline import metric_names as m
 from pipeline.measure.grpc_client import GrpcCaller, GrpcRequest
 from pipeline.measure.http_client import WireError, WirePool
 from pipeline.servers.base import HttpRequest
@@ -102,13 +103,13 @@ class LoadResult:
         count = self.histogram.get_total_count()
         requests = self.completed + self.error_count
         return {
-            "p50_ms": self.percentile_ms(50),
-            "p90_ms": self.percentile_ms(90),
-            "p95_ms": self.percentile_ms(95),
-            "p99_ms": self.percentile_ms(99),
-            "p999_ms": self.percentile_ms(99.9),
-            "max_ms": float(self.histogram.get_max_value()) / 1e3 if count else 0.0,
-            "mean_ms": float(self.histogram.get_mean_value()) / 1e3 if count else 0.0,
+            m.P50_MS: self.percentile_ms(50),
+            m.P90_MS: self.percentile_ms(90),
+            m.P95_MS: self.percentile_ms(95),
+            m.P99_MS: self.percentile_ms(99),
+            m.P999_MS: self.percentile_ms(99.9),
+            m.MAX_MS: float(self.histogram.get_max_value()) / 1e3 if count else 0.0,
+            m.MEAN_MS: float(self.histogram.get_mean_value()) / 1e3 if count else 0.0,
             "requests": float(requests),
             "errors": float(self.error_count),
             "error_rate": self.error_rate,

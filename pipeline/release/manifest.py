@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,9 +16,11 @@ from typing import Any
 
 from pipeline.digest import sha256_bytes
 from pipeline.errors import StoreError, UsageError
+from pipeline.record import RunRecord, ServerInfo
 from pipeline.release.store.base import Store
 
 MANIFEST_SCHEMA = 1
+VERIFICATION_ROLE = "verification"
 
 
 def utc_now() -> datetime:
@@ -145,3 +147,56 @@ def manifest_digest(store: Store, name: str, release_id: str) -> str:
     if data is None:
         raise UsageError(f"no release {release_id} of '{name}' in {store.url}")
     return sha256_bytes(data)
+
+
+def verification_blob(manifest: Mapping[str, Any]) -> str | None:
+    """The digest of the blob holding the run record the release was verified with."""
+    blobs = manifest.get("blobs")
+    found = next((blob for blob in blobs if isinstance(blob, Mapping)
+                  and blob.get("role") == VERIFICATION_ROLE), None) \
+        if isinstance(blobs, list) else None
+    digest = found.get("digest") if found is not None else None
+    return digest if isinstance(digest, str) else None
+
+
+class VerificationUnreadable(StoreError):
+    """A release's verification record is missing or cannot be read; says which."""
+
+
+def read_verification(store: Store, manifest: Mapping[str, Any], release_id: str) -> RunRecord:
+    """The run record a release was verified with, as stored (`run_id` and `stages`), with
+    the release id and the server kind from the manifest where the blob does not say them."""
+    digest = verification_blob(manifest)
+    if digest is None:
+        raise VerificationUnreadable("its manifest names no verification blob")
+    try:
+        body = json.loads(store.read_blob(digest))
+    except StoreError as exc:
+        raise VerificationUnreadable(f"cannot read its verification blob: {exc}") from None
+    except ValueError:
+        raise VerificationUnreadable("its verification blob is not JSON") from None
+    if not isinstance(body, dict) or not isinstance(body.get("stages"), list):
+        raise VerificationUnreadable("its verification blob holds no stage results")
+    record = RunRecord.from_json(body)
+    record.stages_sorted = True      # stored as canonical JSON
+    if "release_id" not in body:
+        record.release_id = release_id
+        record.with_keys("release_id")
+    if "server" not in body:
+        server = manifest.get("server")
+        record.server = ServerInfo(kind=server.get("kind") if isinstance(server, Mapping)
+                                   else None)
+        record.with_keys("server")
+    return record
+
+
+def release_record(store: Store, manifest: Mapping[str, Any], release_id: str) -> RunRecord:
+    """What `report <release_id>` shows when the run folder is gone: the verification's
+    stages under the manifest's run id, environment and spec digest."""
+    verification = read_verification(store, manifest, release_id)
+    return RunRecord(run_id=str(manifest.get("run_id", "")), status="passed",
+                     environment=manifest.get("verified_in"),
+                     spec_digest=manifest.get("spec_digest"), release_id=release_id,
+                     stages=verification.stages,
+                     shape=("run_id", "status", "environment", "spec_digest", "release_id",
+                            "stages"), stages_sorted=True)

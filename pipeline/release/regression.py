@@ -7,17 +7,21 @@ all" (a first promotion) passes without a comparison.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from pipeline.errors import StoreError, UsageError
-from pipeline.metric_names import BASELINE_FALLBACKS
-from pipeline.release.manifest import read_manifest
+from pipeline.metric_names import (
+    BASELINE_FALLBACKS,
+    CAPACITY_RPS,
+    KNEE_THROUGHPUT_RPS,
+    SATURATION_STAGE,
+    watched_name,
+)
+from pipeline.record import RunRecord
+from pipeline.release.manifest import VerificationUnreadable, read_manifest, read_verification
 from pipeline.release.pointers import read_pointer
 from pipeline.release.store.base import Store
 from pipeline.report.compare import Delta, compare, metric_direction
-from pipeline.report.views import metrics
 from pipeline.results import Gate
 from pipeline.spec.models import RegressionStage
 
@@ -32,7 +36,7 @@ class LiveRelease:
 
     environment: str
     release_id: str | None
-    verification: dict[str, Any] | None = None
+    verification: RunRecord | None = None
     problem: str | None = None
 
 
@@ -54,21 +58,11 @@ def live_release(store: Store, name: str, environment: str) -> LiveRelease:
         manifest = read_manifest(store, name, release_id)
     except (UsageError, StoreError) as exc:
         return unreadable(f"cannot read its manifest: {exc}")
-    blob = next((b for b in manifest.get("blobs", []) if isinstance(b, dict)
-                 and b.get("role") == "verification"), None)
-    if blob is None or not isinstance(blob.get("digest"), str):
-        return unreadable("its manifest names no verification blob")
     try:
-        body = json.loads(store.read_blob(blob["digest"]))
-    except StoreError as exc:
-        return unreadable(f"cannot read its verification blob: {exc}")
-    except ValueError:
-        return unreadable("its verification blob is not JSON")
-    if not isinstance(body, dict) or not isinstance(body.get("stages"), list):
-        return unreadable("its verification blob holds no stage results")
-    body.setdefault("release_id", release_id)
-    body.setdefault("server", {"kind": manifest.get("server", {}).get("kind")})
-    return LiveRelease(environment, release_id, body)
+        return LiveRelease(environment, release_id,
+                           read_verification(store, manifest, release_id))
+    except VerificationUnreadable as exc:
+        return unreadable(str(exc))
 
 
 def live_release_gate(live: LiveRelease) -> Gate:
@@ -80,27 +74,28 @@ def live_release_gate(live: LiveRelease) -> Gate:
                 "the live release readable", True)
 
 
-def baseline_value(baseline: dict[str, Any], watched: str) -> tuple[float | None, str]:
+def baseline_value(baseline: RunRecord, watched: str) -> tuple[float | None, str]:
     """The baseline's value of `watched`, else of its first fallback it has; (value, name)."""
     for name in (watched, *BASELINE_FALLBACKS.get(watched, ())):
         stage, _, metric = name.partition(".")
-        value = metrics(baseline, stage).get(metric)
+        value = baseline.metrics(stage).get(metric)
         if value is not None:
             return value, name
     return None, watched
 
 
-def capacity_for_knee(watched: list[str], record: dict[str, Any],
-                      baseline: dict[str, Any]) -> list[str]:
+def capacity_for_knee(watched: list[str], record: RunRecord,
+                      baseline: RunRecord) -> list[str]:
     """Watch the sustainable rate instead of the closed-loop knee when both runs have it."""
-    knee, capacity = "saturation.knee_throughput_rps", "saturation.capacity_rps"
-    if knee not in watched or not all("capacity_rps" in metrics(body, "saturation")
+    knee = watched_name(SATURATION_STAGE, KNEE_THROUGHPUT_RPS)
+    capacity = watched_name(SATURATION_STAGE, CAPACITY_RPS)
+    if knee not in watched or not all(CAPACITY_RPS in body.metrics(SATURATION_STAGE)
                                       for body in (record, baseline)):
         return list(watched)
     return list(dict.fromkeys(capacity if name == knee else name for name in watched))
 
 
-def regression_gates(record: dict[str, Any], baseline: dict[str, Any],
+def regression_gates(record: RunRecord, baseline: RunRecord,
                      settings: RegressionStage) -> tuple[list[Gate], list[Delta]]:
     """One gate per watched metric; a metric missing on either side fails with the reason."""
     deltas = compare(record, baseline, settings.tolerance.fraction)
@@ -110,14 +105,14 @@ def regression_gates(record: dict[str, Any], baseline: dict[str, Any],
     for watched in watched_metrics:
         stage, _, metric = watched.partition(".")
         name = f"regression.{watched}"
-        current = metrics(record, stage).get(metric)
+        current = record.metrics(stage).get(metric)
         before, _ = baseline_value(baseline, watched)
         threshold = f"<= {tolerance:g}% worse than the live release"
         if current is None:
             gates.append(Gate(name, "missing from this run", threshold, False))
             continue
         if before is None:
-            gates.append(Gate(name, f"missing from the live release {baseline.get('release_id')}",
+            gates.append(Gate(name, f"missing from the live release {baseline.release_id}",
                               threshold, False))
             continue
         delta = Delta(stage, metric, before, current, metric_direction(metric),
@@ -130,7 +125,7 @@ def regression_gates(record: dict[str, Any], baseline: dict[str, Any],
     return gates, deltas
 
 
-def fallbacks_used(baseline: dict[str, Any], settings: RegressionStage) -> dict[str, str]:
+def fallbacks_used(baseline: RunRecord, settings: RegressionStage) -> dict[str, str]:
     """Watched metric -> the older metric of the live release it was compared with."""
     used = {}
     for watched in settings.metrics:

@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.report.views import details, format_value, metrics, ms, number
+from pipeline import metric_names as m
+from pipeline.record import RunRecord
+from pipeline.report.views import format_value, ms, number
 
 
 def _items(value: Any) -> list[Any]:
@@ -73,20 +75,20 @@ def _reason(step: Mapping[str, Any]) -> str:
     return reason
 
 
-def capacity(record: Mapping[str, Any]) -> Capacity | None:
-    values, info = metrics(record, "saturation"), details(record, "saturation")
+def capacity(record: RunRecord) -> Capacity | None:
+    values, info = record.metrics(m.SATURATION_STAGE), record.details(m.SATURATION_STAGE)
     raw_steps = _items(info.get("capacity_steps"))
-    if not raw_steps and "capacity_rps" not in values:
+    if not raw_steps and m.CAPACITY_RPS not in values:
         return None
     steps = []
     for raw in raw_steps:
         step = raw if isinstance(raw, dict) else {}
-        rate, p99 = number(step.get("rate_rps")), number(step.get("p99_ms"))
+        rate, p99 = number(step.get("rate_rps")), number(step.get(m.P99_MS))
         if rate is not None and p99 is not None:
             steps.append(CapacityStep(rate, p99, number(step.get("samples")) or 0.0,
                                       str(step.get("verdict") or "?"), _reason(step)))
     interval = [*_items(info.get("capacity_interval_rps")), None, None]
-    return Capacity(values.get("capacity_rps"), values.get("capacity_p99_ms"),
+    return Capacity(values.get(m.CAPACITY_RPS), values.get(m.CAPACITY_P99_MS),
                     str(info.get("capacity_bound") or "none"),
                     (number(interval[0]), number(interval[1])),
                     str(info.get("capacity_stop_reason") or ""), steps)

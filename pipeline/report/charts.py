@@ -188,12 +188,7 @@ def knee_chart(points: Sequence[ChartPoint], *, slo: float | None, knee_x: float
     levels = ticks(max([point.y for point in usable] + ([slo] if slo else [])) * 1.05, 5)
     y_of = Scale(0, levels[-1], bottom, top)
     _y_axis(svg, levels, y_of, left, right)
-    for exponent in range(low, high + 1):
-        x = x_scale(exponent)
-        _el(svg, "line", x1=x, x2=x, y1=bottom, y2=bottom + 4, stroke=MUTED)
-        _el(svg, "text", _tick_text(2.0 ** exponent), x=x, y=bottom + 17,
-            text_anchor="middle", fill=MUTED)
-    _el(svg, "line", x1=left, x2=right, y1=bottom, y2=bottom, stroke=MUTED)
+    _log2_x_axis(svg, x_scale, (low, high), (left, right, bottom))
     if slo is not None:
         y = y_of(slo)
         _el(svg, "line", class_="slo", x1=left, x2=right, y1=y, y2=y, stroke=FAIL,
@@ -204,13 +199,8 @@ def knee_chart(points: Sequence[ChartPoint], *, slo: float | None, knee_x: float
         _throughput_series(svg, usable, x_of, rates, capacity_rps, capacity_label,
                            (left, right, bottom, top))
     if knee_x is not None and knee_x > 0:
-        x = x_of(knee_x)
-        _el(svg, "line", class_="knee", x1=x, x2=x, y1=top, y2=bottom, stroke=INK,
-            stroke_dasharray="2 3")
-        anchor = "end" if x > (left + right) / 2 else "start"
-        _el(svg, "text", knee_label or f"knee: {knee_x:g}", class_="knee-label",
-            x=x - 6 if anchor == "end" else x + 6, y=top + 10, text_anchor=anchor, fill=INK,
-            font_weight="bold")
+        _knee_guide(svg, x_of(knee_x), knee_label or f"knee: {knee_x:g}",
+                    (left, right, bottom, top))
     _el(svg, "polyline", fill="none", stroke=BAR, stroke_width=1.5,
         points=" ".join(f"{_num(x_of(point.x))},{_num(y_of(point.y))}" for point in usable))
     for point in usable:
@@ -226,6 +216,29 @@ def knee_chart(points: Sequence[ChartPoint], *, slo: float | None, knee_x: float
     _el(svg, "text", "p99 latency (ms)", x=14, y=(top + bottom) / 2, text_anchor="middle",
         fill=MUTED, transform=f"rotate(-90 14 {_num((top + bottom) / 2)})")
     return svg
+
+
+def _log2_x_axis(svg: ET.Element, x_scale: Scale, exponents: tuple[int, int],
+                 box: tuple[float, float, float]) -> None:
+    """Ticks at the powers of two from 2**low to 2**high, and the axis line."""
+    left, right, bottom = box
+    for exponent in range(exponents[0], exponents[1] + 1):
+        x = x_scale(exponent)
+        _el(svg, "line", x1=x, x2=x, y1=bottom, y2=bottom + 4, stroke=MUTED)
+        _el(svg, "text", _tick_text(2.0 ** exponent), x=x, y=bottom + 17,
+            text_anchor="middle", fill=MUTED)
+    _el(svg, "line", x1=left, x2=right, y1=bottom, y2=bottom, stroke=MUTED)
+
+
+def _knee_guide(svg: ET.Element, x: float, label: str,
+                box: tuple[float, float, float, float]) -> None:
+    """A dotted vertical line at the knee, labelled on the side with more room."""
+    left, right, bottom, top = box
+    _el(svg, "line", class_="knee", x1=x, x2=x, y1=top, y2=bottom, stroke=INK,
+        stroke_dasharray="2 3")
+    anchor = "end" if x > (left + right) / 2 else "start"
+    _el(svg, "text", label, class_="knee-label", x=x - 6 if anchor == "end" else x + 6,
+        y=top + 10, text_anchor=anchor, fill=INK, font_weight="bold")
 
 
 def _throughput_series(svg: ET.Element, usable: Sequence[ChartPoint],

@@ -4,15 +4,14 @@ better, and whether the two runs were measured alike."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
-from pipeline.report.views import as_dict, metrics
+from pipeline import metric_names as m
+from pipeline.record import RunRecord
 
 DEFAULT_TOLERANCE = 0.10
-COMPARED_STAGES = ("latency", "saturation")
+COMPARED_STAGES = (m.LATENCY_STAGE, m.SATURATION_STAGE)
 
 
 class Direction(Enum):
@@ -23,17 +22,17 @@ class Direction(Enum):
 
 # Load settings and counts: they describe how a run was measured, not how well it went.
 NEUTRAL_METRICS = frozenset({
-    "concurrency", "batch_size", "queue_budget_us", "requests", "server_requests",
-    "queue_mean_budget_us", "latency_samples", "windows_kept",
-    "server_executions", "server_processes", "server_avg_batch_size", "probes",
-    "burst_rate_rps", "burst_base_rate_rps", "client_cpu_ms_per_request",
+    m.CONCURRENCY, m.BATCH_SIZE, "queue_budget_us", "requests", "server_requests",
+    m.QUEUE_MEAN_BUDGET_US, "latency_samples", "windows_kept",
+    "server_executions", m.SERVER_PROCESSES, m.SERVER_AVG_BATCH_SIZE, "probes",
+    m.BURST_RATE_RPS, m.BURST_BASE_RATE_RPS, m.CLIENT_CPU_MS_PER_REQUEST,
 })
 
 
 def metric_direction(name: str) -> Direction:
     if name in NEUTRAL_METRICS:
         return Direction.NEUTRAL
-    if "throughput" in name or name.endswith("_rps") or name == "knee_concurrency":
+    if "throughput" in name or name.endswith("_rps") or name == m.KNEE_CONCURRENCY:
         return Direction.HIGHER_IS_BETTER
     if name.endswith(("_ms", "_us", "_s", "_mb")) or "error" in name:
         return Direction.LOWER_IS_BETTER
@@ -86,25 +85,25 @@ class Delta:
         return f"{change:+.1%}"
 
 
-def compare(record: Mapping[str, Any], baseline: Mapping[str, Any],
+def compare(record: RunRecord, baseline: RunRecord,
             tolerance: float = DEFAULT_TOLERANCE) -> list[Delta]:
     deltas: list[Delta] = []
     for stage_name in COMPARED_STAGES:
-        now, before = metrics(record, stage_name), metrics(baseline, stage_name)
+        now, before = record.metrics(stage_name), baseline.metrics(stage_name)
         names = list(before) + [name for name in now if name not in before]
         deltas.extend(Delta(stage_name, name, before.get(name), now.get(name),
                             metric_direction(name), tolerance) for name in names)
     return deltas
 
 
-def comparability_note(record: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
+def comparability_note(record: RunRecord, baseline: RunRecord) -> str:
     """Why deltas may not be like for like: the load or the server differ."""
     notes = []
-    now, before = metrics(record, "latency"), metrics(baseline, "latency")
-    for key in ("concurrency", "batch_size"):
+    now, before = record.metrics(m.LATENCY_STAGE), baseline.metrics(m.LATENCY_STAGE)
+    for key in (m.CONCURRENCY, m.BATCH_SIZE):
         if key in now and key in before and now[key] != before[key]:
             notes.append(f"latency {key} {before[key]:g} → {now[key]:g}")
-    kinds = [as_dict(item.get("server")).get("kind") for item in (baseline, record)]
+    kinds = [item.server.kind for item in (baseline, record)]
     if all(kinds) and kinds[0] != kinds[1]:
         notes.append(f"server {kinds[0]} → {kinds[1]}")
     if not notes:

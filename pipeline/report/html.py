@@ -8,9 +8,9 @@ no external URL. Stable ids (`gates`, `knee-chart`, `batch-chart`) let tests fin
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
-from typing import Any
+from importlib import resources
 
+from pipeline.record import RunRecord
 from pipeline.report import charts
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
@@ -18,94 +18,11 @@ from pipeline.report.compare import DEFAULT_TOLERANCE, Direction, comparability_
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
 
-CSS = """
-:root { --ink:#1f2328; --muted:#656d76; --line:#d8dee4; --soft:#f6f8fa;
-  --pass:#1a7f37; --pass-bg:#dafbe1; --fail:#cf222e; --fail-bg:#ffebe9;
-  --warn:#9a6700; --warn-bg:#fff8c5; --blue:#2f81f7; }
-* { box-sizing: border-box; }
-body { margin: 0; background: var(--soft); color: var(--ink);
-  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "Liberation Sans", "DejaVu Sans",
-  sans-serif; }
-main { max-width: 1240px; margin: 0 auto; padding: 18px 20px 32px; }
-h1 { font-size: 20px; margin: 0; }
-h2 { font-size: 15px; margin: 0 0 10px; }
-p { margin: 6px 0; }
-.muted { color: var(--muted); }
-.mono, dd, code { font-family: "DejaVu Sans Mono", "Liberation Mono", ui-monospace, monospace;
-  font-size: 12.5px; }
-.banner { display: flex; justify-content: space-between; align-items: center; gap: 16px;
-  background: #fff; border: 1px solid var(--line); border-left: 6px solid var(--muted);
-  border-radius: 8px; padding: 14px 18px; margin-bottom: 12px; }
-.banner.passed { border-left-color: var(--pass); }
-.banner.failed, .banner.interrupted { border-left-color: var(--fail); }
-.banner .sub { color: var(--muted); margin-top: 4px; }
-.banner .verdict { font-size: 16px; font-weight: 600; text-align: right; white-space: nowrap; }
-.badge { display: inline-block; padding: 1px 8px; border-radius: 999px; font-weight: 600;
-  font-size: 12px; }
-.badge.pass { background: var(--pass-bg); color: var(--pass); }
-.badge.fail { background: var(--fail-bg); color: var(--fail); }
-.badge.warn { background: var(--warn-bg); color: var(--warn); }
-.badge.other { background: #eaeef2; color: var(--muted); }
-.badge.big { font-size: 14px; padding: 3px 12px; margin-right: 8px; vertical-align: 2px; }
-.stages { display: flex; flex-wrap: wrap; gap: 8px; margin: 0 0 12px; padding: 0;
-  list-style: none; }
-.stages li { background: #fff; border: 1px solid var(--line); border-radius: 6px;
-  padding: 4px 10px; }
-.stages li.passed .mark { color: var(--pass); }
-.stages li.failed { border-color: var(--fail); background: var(--fail-bg); }
-.stages li.failed .mark { color: var(--fail); }
-.stages li.aborted, .stages li.skipped { color: var(--muted); }
-.stages .time { color: var(--muted); margin-left: 6px; font-size: 12px; }
-.failure { background: var(--fail-bg); border: 1px solid var(--fail); border-radius: 6px;
-  padding: 8px 12px; margin: 0 0 12px; }
-.grid { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 14px;
-  margin-bottom: 14px; align-items: start; }
-.column { display: grid; gap: 14px; }
-section { background: #fff; border: 1px solid var(--line); border-radius: 8px;
-  padding: 12px 16px; }
-section.wide { margin-bottom: 14px; }
-table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #eaeef2;
-  vertical-align: top; }
-th { font-size: 12px; color: var(--muted); font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.num.short { white-space: nowrap; }
-td.label { white-space: nowrap; }
-td.wide { text-align: left; }
-td.fail { color: var(--fail); font-weight: 600; }
-tr.neutral td { color: var(--muted); }
-#gates td.mono { white-space: nowrap; }
-#gates td.group { border-bottom-color: #d0d7de; }
-tr.fail td { background: var(--fail-bg); }
-tr.fail td.result { color: var(--fail); }
-td.result { font-weight: 600; white-space: nowrap; }
-tr.pass td.result { color: var(--pass); }
-td.stage { color: var(--muted); }
-tr.regressed td { background: var(--fail-bg); }
-tr.improved td.verdict { color: var(--pass); }
-td.verdict { white-space: nowrap; font-weight: 600; }
-tr.regressed td.verdict { color: var(--fail); }
-.split { display: flex; height: 14px; border-radius: 4px; overflow: hidden; margin: 8px 0 4px;
-  background: #eaeef2; }
-.split span { display: block; height: 100%; }
-.q { background: #d4a72c; } .c { background: var(--blue); } .o { background: #8c959f; }
-.legend { display: flex; flex-wrap: wrap; gap: 4px 14px; font-size: 12px;
-  color: var(--muted); }
-.legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
-  margin-right: 4px; vertical-align: -1px; }
-.tiles { display: grid; grid-template-columns: repeat(4, minmax(0, 1fr)); gap: 8px; }
-.tile { background: var(--soft); border-radius: 6px; padding: 6px 10px; }
-.tile .label { font-size: 12px; color: var(--muted); }
-.tile .value { font-size: 17px; font-weight: 600; }
-.tile .value.na { font-size: 14px; color: var(--muted); font-weight: 500; }
-svg { display: block; max-width: 100%; height: auto; margin: 4px 0; }
-details summary { cursor: pointer; color: var(--muted); margin-top: 6px; }
-dl.kv { display: grid; grid-template-columns: 200px minmax(0, 1fr); gap: 3px 14px; margin: 0; }
-dl.kv dt { color: var(--muted); }
-dl.kv dd { margin: 0; overflow-wrap: anywhere; }
-@media (max-width: 900px) { .grid { grid-template-columns: minmax(0, 1fr); } }
-@media print { body { background: #fff; } section, .banner { break-inside: avoid; } }
-"""
+
+def _css() -> str:
+    """The page's style sheet (package data beside this module)."""
+    return resources.files("pipeline.report").joinpath("report.css").read_text(encoding="utf-8")
+
 
 
 def _el(parent: ET.Element, tag: str, text: str | None = None, cls: str | None = None,
@@ -134,22 +51,22 @@ def _table(parent: ET.Element, headers: list[tuple[str, str]],
     return _el(table, "tbody")
 
 
-def _banner(parent: ET.Element, record: Mapping[str, Any]) -> None:
-    status = str(record.get("status") or "unknown")
+def _banner(parent: ET.Element, record: RunRecord) -> None:
+    status = record.status or "unknown"
     passed, failed = data.status_counts(data.gate_rows(record))
     banner = _el(parent, "div", cls=f"banner {status}")
     left = _el(banner, "div")
     heading = _el(left, "h1")
     badge = {"passed": "pass", "failed": "fail"}.get(status, "other")
     _el(heading, "span", status.upper(), cls=f"badge big {badge}")
-    heading_text = str(record.get("name") or "serve-pipeline run")
-    if record.get("environment"):
-        heading_text += f" · {record['environment']}"
+    heading_text = record.name or "serve-pipeline run"
+    if record.environment:
+        heading_text += f" · {record.environment}"
     _el(heading, "span", heading_text)
-    facts = [f"run {record.get('run_id') or '—'}", f"release {record.get('release_id') or '—'}"]
-    if record.get("promoted_to"):
-        facts.append(f"{record['promoted_to']} now points at this release")
-    if record.get("interrupted") is True:
+    facts = [f"run {record.run_id or '—'}", f"release {record.release_id or '—'}"]
+    if record.promoted_to:
+        facts.append(f"{record.promoted_to} now points at this release")
+    if record.interrupted:
         facts.append("interrupted")
     _el(left, "div", " · ".join(facts), cls="sub")
     verdict = f"{passed} of {passed + failed} gates passed"
@@ -160,7 +77,7 @@ def _banner(parent: ET.Element, record: Mapping[str, Any]) -> None:
     _el(banner, "div", verdict, cls="verdict")
 
 
-def _stage_strip(parent: ET.Element, record: Mapping[str, Any]) -> None:
+def _stage_strip(parent: ET.Element, record: RunRecord) -> None:
     rows = data.stage_rows(record)
     if not rows:
         return
@@ -180,7 +97,7 @@ def _stage_strip(parent: ET.Element, record: Mapping[str, Any]) -> None:
 _RESULT_MARK = {"passed": "✓", "failed": "✗", "inconclusive": "?"}
 
 
-def _gates(parent: ET.Element, record: Mapping[str, Any]) -> None:
+def _gates(parent: ET.Element, record: RunRecord) -> None:
     section = _section(parent, "Gates", cls="wide")
     rows = data.gate_rows(record)
     body = _table(section, [("stage", ""), ("gate", ""), ("observed", "num"),
@@ -223,7 +140,7 @@ def _split_bar(parent: ET.Element, waits: data.Waits) -> None:
         _el(item, "span", f"{label} {data.ms(value)} ({value / total:.0%})")
 
 
-def _waits(parent: ET.Element, record: Mapping[str, Any]) -> None:
+def _waits(parent: ET.Element, record: RunRecord) -> None:
     section = _section(parent, "Where requests waited")
     waits = data.waits(record)
     if waits is None:
@@ -268,7 +185,7 @@ def _tile(parent: ET.Element, label: str, value: str | None) -> None:
     _el(tile, "div", value or "not measured", cls="value" + ("" if value else " na"))
 
 
-def _memory(parent: ET.Element, record: Mapping[str, Any]) -> None:
+def _memory(parent: ET.Element, record: RunRecord) -> None:
     section = _section(parent, "Memory after warm traffic")
     memory = data.memory(record)
     if memory is None:
@@ -289,7 +206,7 @@ def _memory(parent: ET.Element, record: Mapping[str, Any]) -> None:
     _el(section, "p", scope + ", measured after the latency stage's traffic.", cls="muted")
 
 
-def _burst(parent: ET.Element, record: Mapping[str, Any]) -> None:
+def _burst(parent: ET.Element, record: RunRecord) -> None:
     burst = data.burst(record)
     if burst is None:
         return
@@ -308,7 +225,7 @@ def _burst(parent: ET.Element, record: Mapping[str, Any]) -> None:
         _el(section, "p", note, cls="muted")
 
 
-def _knee(parent: ET.Element, record: Mapping[str, Any]) -> None:
+def _knee(parent: ET.Element, record: RunRecord) -> None:
     section = _section(parent, "Where the knee is")
     knee = data.knee(record)
     if knee is None:
@@ -367,7 +284,7 @@ def _knee(parent: ET.Element, record: Mapping[str, Any]) -> None:
             _el(row, "td", f"{step.verdict}: {step.reason}", cls="result")
 
 
-def _batches(parent: ET.Element, record: Mapping[str, Any]) -> None:
+def _batches(parent: ET.Element, record: RunRecord) -> None:
     section = _section(parent, "What batches formed")
     batches = data.batches(record)
     if batches is None:
@@ -389,15 +306,15 @@ def _batches(parent: ET.Element, record: Mapping[str, Any]) -> None:
         _el(item, "span", "preferred, never formed")
 
 
-def _comparison(parent: ET.Element, record: Mapping[str, Any],
-                baseline: Mapping[str, Any] | None, tolerance: float) -> None:
+def _comparison(parent: ET.Element, record: RunRecord,
+                baseline: RunRecord | None, tolerance: float) -> None:
     section = _section(parent, "Compared with the live release", cls="wide")
     section.set("id", "comparison")
     if baseline is None:
         _el(section, "p", "Not compared: no live release was given.", cls="muted")
         return
-    _el(section, "p", f"Live release {baseline.get('release_id') or '—'} (run "
-        f"{baseline.get('run_id') or '—'}). Regressions are changes for the worse beyond "
+    _el(section, "p", f"Live release {baseline.release_id or '—'} (run "
+        f"{baseline.run_id or '—'}). Regressions are changes for the worse beyond "
         f"{tolerance:.0%}: latency, errors and memory up, throughput down.", cls="muted")
     note = comparability_note(record, baseline)
     if note:
@@ -429,7 +346,7 @@ def _comparison(parent: ET.Element, record: Mapping[str, Any],
         _el(row, "td", verdict, cls="verdict")
 
 
-def _provenance(parent: ET.Element, record: Mapping[str, Any]) -> None:
+def _provenance(parent: ET.Element, record: RunRecord) -> None:
     section = _section(parent, "Provenance", cls="wide")
     rows = data.provenance(record)
     if not rows:
@@ -439,23 +356,20 @@ def _provenance(parent: ET.Element, record: Mapping[str, Any]) -> None:
     for key, value in rows:
         _el(listing, "dt", key)
         _el(listing, "dd", value)
-    server = record.get("server")
-    teardown = data.number(record.get("teardown_s"))
-    if isinstance(server, Mapping) and server.get("exit") and teardown is not None:
-        _el(section, "p", f"Server shutdown: {server['exit']} after {teardown:.1f} s.",
-            cls="muted")
+    if record.server.exit and record.teardown_s is not None:
+        _el(section, "p", f"Server shutdown: {record.server.exit} after "
+            f"{record.teardown_s:.1f} s.", cls="muted")
 
 
-def render_html(record: dict[str, Any], baseline: dict[str, Any] | None = None, *,
+def render_html(record: RunRecord, baseline: RunRecord | None = None, *,
                 tolerance: float = DEFAULT_TOLERANCE) -> str:
     """The whole report as one HTML document: inline CSS, inline SVG, no script."""
     html = ET.Element("html", {"lang": "en"})
     head = _el(html, "head")
     _el(head, "meta", charset="utf-8")
     _el(head, "meta", name="viewport", content="width=device-width, initial-scale=1")
-    _el(head, "title", f"serve-pipeline {record.get('status') or ''} · run "
-        f"{record.get('run_id') or '?'}")
-    _el(head, "style", CSS)
+    _el(head, "title", f"serve-pipeline {record.status or ''} · run {record.run_id or '?'}")
+    _el(head, "style", _css())
     main = _el(_el(html, "body"), "main")
     _banner(main, record)
     _stage_strip(main, record)

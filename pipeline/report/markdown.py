@@ -4,9 +4,8 @@ Actions job summary (`$GITHUB_STEP_SUMMARY`)."""
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
-from typing import Any
 
+from pipeline.record import RunRecord
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
 from pipeline.report.compare import DEFAULT_TOLERANCE, comparability_note, compare
@@ -40,16 +39,16 @@ def _table(headers: list[str], rows: list[list[str]], align: str) -> list[str]:
     return [_row(headers), _row(rule), *(_row(row) for row in rows), ""]
 
 
-def _header(record: Mapping[str, Any]) -> list[str]:
-    status = str(record.get("status") or "unknown")
-    title = cell(record.get("name") or "serve-pipeline run")
-    if record.get("environment"):
-        title += f" · {cell(record['environment'])}"
+def _header(record: RunRecord) -> list[str]:
+    status = record.status or "unknown"
+    title = cell(record.name or "serve-pipeline run")
+    if record.environment:
+        title += f" · {cell(record.environment)}"
     lines = [f"## {STATUS_ICON.get(status, '❔')} {title}: {cell(status)}", ""]
-    facts = [f"run {code(record.get('run_id') or '—')}",
-             f"release {code(record.get('release_id') or '—')}"]
-    if record.get("promoted_to"):
-        facts.append(f"{cell(record['promoted_to'])} now points at this release")
+    facts = [f"run {code(record.run_id or '—')}",
+             f"release {code(record.release_id or '—')}"]
+    if record.promoted_to:
+        facts.append(f"{cell(record.promoted_to)} now points at this release")
     passed, failed = data.status_counts(data.gate_rows(record))
     facts.append(f"**{passed} of {passed + failed} gates passed**")
     lines += [" · ".join(facts), ""]
@@ -65,7 +64,7 @@ def _header(record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _gates(record: Mapping[str, Any]) -> list[str]:
+def _gates(record: RunRecord) -> list[str]:
     rows = data.gate_rows(record)
     if not rows:
         return ["_No gate was evaluated._", ""]
@@ -79,7 +78,7 @@ def _gates(record: Mapping[str, Any]) -> list[str]:
     return lines + ([*reasons, ""] if reasons else [])
 
 
-def _measurements(record: Mapping[str, Any]) -> list[str]:
+def _measurements(record: RunRecord) -> list[str]:
     lines = []
     waits = data.waits(record)
     if waits is not None:
@@ -109,7 +108,7 @@ def _measurements(record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _knee(record: Mapping[str, Any]) -> list[str]:
+def _knee(record: RunRecord) -> list[str]:
     knee = data.knee(record)
     lines = []
     if knee is not None:
@@ -136,13 +135,13 @@ def _knee(record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _comparison(record: Mapping[str, Any], baseline: Mapping[str, Any] | None,
+def _comparison(record: RunRecord, baseline: RunRecord | None,
                 tolerance: float) -> list[str]:
     if baseline is None:
         return []
     lines = ["### Compared with the live release", "",
-             f"Live release {code(baseline.get('release_id') or '—')} (run "
-             f"{code(baseline.get('run_id') or '—')}); a regression is a change for the "
+             f"Live release {code(baseline.release_id or '—')} (run "
+             f"{code(baseline.run_id or '—')}); a regression is a change for the "
              f"worse beyond {tolerance:.0%}.", ""]
     note = comparability_note(record, baseline)
     if note:
@@ -165,7 +164,7 @@ def _comparison(record: Mapping[str, Any], baseline: Mapping[str, Any] | None,
             "</details>", ""]
 
 
-def render_markdown(record: dict[str, Any], baseline: dict[str, Any] | None = None, *,
+def render_markdown(record: RunRecord, baseline: RunRecord | None = None, *,
                     tolerance: float = DEFAULT_TOLERANCE) -> str:
     lines = [*_header(record), *_gates(record), *_measurements(record), *_knee(record),
              *_comparison(record, baseline, tolerance)]

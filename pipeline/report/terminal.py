@@ -8,13 +8,16 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pipeline import metric_names as m
+from pipeline.record import RunRecord
 from pipeline.report.capacity import capacity as capacity_view
 from pipeline.report.views import gate_rows
 from pipeline.report.views import knee as knee_view
 
 STATUS_STYLE = {"passed": "green", "failed": "bold red", "aborted": "yellow",
-                "skipped": "dim", "running": "cyan"}
-STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
+                "skipped": "dim", "running": "cyan", "unknown": "dim"}
+STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…",
+               "unknown": "?"}
 
 
 def _format(value: Any, unit: str = "") -> str:
@@ -26,18 +29,15 @@ def _format(value: Any, unit: str = "") -> str:
     return str(value)
 
 
-def gates_table(record: dict[str, Any]) -> Table:
+def gates_table(record: RunRecord) -> Table:
     table = Table(title="Gates", title_justify="left", expand=False, caption_justify="left")
     for column in ("stage", "gate", "observed", "threshold", "interval, samples", ""):
         table.add_column(column)
     reasons = []
-    raw_gates = [(stage["name"], dict(gate)) for stage in record.get("stages", [])
-                 for gate in stage.get("gates", [])]
-    for (stage, raw), gate in zip(raw_gates, gate_rows(record), strict=True):
-        relation = raw.get("comparison", "")
-        threshold = _format(raw["threshold"], raw.get("unit", ""))
-        table.add_row(stage, gate.name, _format(raw["observed"], raw.get("unit", "")),
-                      f"{relation} {threshold}".strip(), gate.evidence,
+    for (stage, raw), gate in zip(record.gates(), gate_rows(record), strict=True):
+        threshold = _format(raw.threshold, raw.unit)
+        table.add_row(stage, gate.name, _format(raw.observed, raw.unit),
+                      f"{raw.comparison} {threshold}".strip(), gate.evidence,
                       Text(gate.label, style=OUTCOME_STYLE[gate.outcome]))
         if gate.reason and not gate.passed:
             reasons.append(f"{gate.name} {gate.outcome}: {gate.reason}")
@@ -49,32 +49,27 @@ def gates_table(record: dict[str, Any]) -> Table:
 OUTCOME_STYLE = {"passed": "green", "failed": "bold red", "inconclusive": "bold yellow"}
 
 
-def stages_table(record: dict[str, Any]) -> Table:
+def stages_table(record: RunRecord) -> Table:
     table = Table(title="Stages", title_justify="left", expand=False)
     table.add_column("stage")
     table.add_column("status")
     table.add_column("time", justify="right")
     table.add_column("result", overflow="fold")
-    for stage in record.get("stages", []):
-        status = stage["status"]
-        table.add_row(stage["name"],
+    for stage in record.stages:
+        status = stage.status.value
+        table.add_row(stage.name,
                       Text(f"{STATUS_MARK[status]} {status}", style=STATUS_STYLE[status]),
-                      f"{stage.get('duration_s', 0):.1f}s", stage.get("message", ""))
+                      f"{stage.duration_s:.1f}s", stage.message)
     return table
 
 
-def _stage(record: dict[str, Any], name: str) -> dict[str, Any]:
-    for stage in record.get("stages", []):
-        if stage["name"] == name:
-            return dict(stage)
-    return {}
-
-
-def measurements_table(record: dict[str, Any]) -> Table | None:
-    latency = _stage(record, "latency").get("metrics", {})
-    if not latency:
+def measurements_table(record: RunRecord) -> Table | None:
+    stage = record.stage(m.LATENCY_STAGE)
+    latency = stage.metrics if stage is not None else {}
+    if stage is None or not latency:
         return None
-    stable = _stage(record, "latency").get("details", {}).get("stabilised")
+    details = stage.details
+    stable = details.get("stabilised")
     note = "" if stable is None else (" — stabilised" if stable else " — NOT stabilised")
     table = Table(title=f"Where requests waited (latency stage windows{note})",
                   title_justify="left")
@@ -83,49 +78,46 @@ def measurements_table(record: dict[str, Any]) -> Table | None:
     table.add_column("server compute")
     table.add_column("formed batches")
     table.add_column("memory after traffic")
-    compute = sum(latency.get(k, 0.0) for k in ("server_compute_input_us",
-                                                 "server_compute_infer_us",
-                                                 "server_compute_output_us"))
-    details = _stage(record, "latency").get("details", {})
+    compute = sum(latency.get(k, 0.0) for k in m.COMPUTE_METRICS)
     batches = details.get("batch_executions", {})
     batch_text = ", ".join(f"{size}×{count}" for size, count in batches.items()) or "none"
     never = [size for size, hit in details.get("preferred_reached", {}).items() if not hit]
     if never:
         batch_text += f"; preferred {', '.join(never)} never formed"
-    memory = f"RSS {latency.get('server_rss_mb', 0):.0f} MiB"
-    if "server_pss_mb" in latency:
-        memory += f", PSS {latency['server_pss_mb']:.0f} MiB"
-    memory += (f"; GPU {latency['server_gpu_mb']:.0f} MiB" if "server_gpu_mb" in latency
+    memory = f"RSS {latency.get(m.SERVER_RSS_MB, 0):.0f} MiB"
+    if m.SERVER_PSS_MB in latency:
+        memory += f", PSS {latency[m.SERVER_PSS_MB]:.0f} MiB"
+    memory += (f"; GPU {latency[m.SERVER_GPU_MB]:.0f} MiB" if m.SERVER_GPU_MB in latency
                else "; GPU not measured")
     table.add_row(
-        " / ".join(f"{latency.get(k, 0):.2f}" for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms"))
+        " / ".join(f"{latency.get(k, 0):.2f}" for k in (m.P50_MS, m.P95_MS, m.P99_MS, m.MAX_MS))
         + " ms",
-        f"{latency.get('server_queue_us', 0) / 1e3:.2f} ms avg" + (
-            f" (mean budget {latency['queue_mean_budget_us'] / 1e3:.2f} ms)"
-            if "queue_mean_budget_us" in latency else ""),
+        f"{latency.get(m.SERVER_QUEUE_US, 0) / 1e3:.2f} ms avg" + (
+            f" (mean budget {latency[m.QUEUE_MEAN_BUDGET_US] / 1e3:.2f} ms)"
+            if m.QUEUE_MEAN_BUDGET_US in latency else ""),
         f"{compute / 1e3:.2f} ms avg",
-        f"avg {latency.get('server_avg_batch_size', 0):.1f} (size×executions: {batch_text})",
+        f"avg {latency.get(m.SERVER_AVG_BATCH_SIZE, 0):.1f} (size×executions: {batch_text})",
         memory,
     )
     return table
 
 
-def knee_table(record: dict[str, Any]) -> Table | None:
-    probes = _stage(record, "saturation").get("details", {}).get("probes", [])
+def knee_table(record: RunRecord) -> Table | None:
+    probes = record.details(m.SATURATION_STAGE).get("probes", [])
     if not probes:
         return None
     table = Table(title="Saturation probes (closed loop)", title_justify="left")
     for column in ("concurrency", "throughput", "p99", "errors", "SLO"):
         table.add_column(column, justify="right")
-    for probe in sorted(probes, key=lambda p: p["concurrency"]):
-        table.add_row(str(probe["concurrency"]), f"{probe['throughput_rps']:.0f}/s",
-                      f"{probe['p99_ms']:.2f} ms", f"{probe['error_rate'] * 100:.2f}%",
+    for probe in sorted(probes, key=lambda p: p[m.CONCURRENCY]):
+        table.add_row(str(probe[m.CONCURRENCY]), f"{probe[m.THROUGHPUT_RPS]:.0f}/s",
+                      f"{probe[m.P99_MS]:.2f} ms", f"{probe[m.ERROR_RATE] * 100:.2f}%",
                       Text("met", style="green") if probe["passed"] else
                       Text("missed", style="red"))
     return table
 
 
-def saturation_summary(record: dict[str, Any]) -> Text | None:
+def saturation_summary(record: RunRecord) -> Text | None:
     knee, capacity = knee_view(record), capacity_view(record)
     lines = [knee.summary()] if knee is not None else []
     if capacity is not None:
@@ -133,7 +125,7 @@ def saturation_summary(record: dict[str, Any]) -> Text | None:
     return Text("\n".join(lines)) if lines else None
 
 
-def capacity_table(record: dict[str, Any]) -> Table | None:
+def capacity_table(record: RunRecord) -> Table | None:
     view = capacity_view(record)
     if view is None or not view.steps:
         return None
@@ -147,22 +139,21 @@ def capacity_table(record: dict[str, Any]) -> Table | None:
     return table
 
 
-def render_terminal(record: dict[str, Any]) -> RenderableType:
-    status = record.get("status", "?")
+def render_terminal(record: RunRecord) -> RenderableType:
+    status = record.status or "?"
     header = Text.assemble(
-        ("serve-pipeline ", "bold"), (f"run {record.get('run_id')} ", ""),
+        ("serve-pipeline ", "bold"), (f"run {record.run_id} ", ""),
         (status.upper(), STATUS_STYLE.get(status, "")),
-        f"  environment {record.get('environment') or '-'}",
-        f"  release {record.get('release_id') or '-'}")
+        f"  environment {record.environment or '-'}",
+        f"  release {record.release_id or '-'}")
     parts: list[RenderableType] = [header, stages_table(record), gates_table(record)]
     for part in (measurements_table(record), knee_table(record), capacity_table(record),
                   saturation_summary(record)):
         if part is not None:
             parts.append(part)
-    server = record.get("server", {})
-    if server.get("exit") and record.get("teardown_s") is not None:
-        parts.append(Text(f"server shutdown (SIGTERM): {server['exit']} after "
-                          f"{record['teardown_s']:.1f}s", style="dim"))
-    if record.get("promoted_to"):
-        parts.append(Text(f"{record['promoted_to']} → {record['release_id']}", style="green"))
+    if record.server.exit and record.teardown_s is not None:
+        parts.append(Text(f"server shutdown (SIGTERM): {record.server.exit} after "
+                          f"{record.teardown_s:.1f}s", style="dim"))
+    if record.promoted_to:
+        parts.append(Text(f"{record.promoted_to} → {record.release_id}", style="green"))
     return Group(*parts)

@@ -1,36 +1,27 @@
-"""Views of a run record shared by the HTML and markdown reports.
+"""Views of a run record shared by the reports: what each section shows, computed once.
 
-Everything here reads the record dict defensively: a record may come from an aborted run,
-from an older tool version or from a release's stored verification (`run_id` and `stages`
-only), so a missing or oddly typed key yields an empty view, never an exception.
+A record may come from an aborted run, from an older tool version or from a release's
+stored verification (`run_id` and `stages` only): a part it lacks yields no view (None),
+never an exception. Free-form stage details (probes, batch counts) are read defensively.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-COMPARISON_SYMBOL = {"<=": "≤", ">=": "≥", "<": "<", ">": ">", "==": "=", "!=": "≠"}
-COMPUTE_METRICS = ("server_compute_input_us", "server_compute_infer_us",
-                   "server_compute_output_us")
+from pipeline import metric_names as m
+from pipeline.record import RunRecord
+from pipeline.results import Gate, finite
+
+number = finite     # the name the report modules use
 
 
-def number(value: Any) -> float | None:
-    """A finite JSON number as float; None for anything else (bools included)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    result = float(value)
-    return result if math.isfinite(result) else None
-
-
-def as_dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
+def _items(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else []
+
+
+COMPARISON_SYMBOL = {"<=": "≤", ">=": "≥", "<": "<", ">": ">", "==": "=", "!=": "≠"}
 
 
 def format_value(value: Any, unit: str = "") -> str:
@@ -50,27 +41,6 @@ def ms(value_ms: float | None) -> str:
     return "—" if value_ms is None else format_value(value_ms, "ms")
 
 
-def stages(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [as_dict(item) for item in _list(record.get("stages")) if isinstance(item, Mapping)]
-
-
-def stage(record: Mapping[str, Any], name: str) -> dict[str, Any]:
-    for item in stages(record):
-        if item.get("name") == name:
-            return item
-    return {}
-
-
-def metrics(record: Mapping[str, Any], stage_name: str) -> dict[str, float]:
-    raw = as_dict(stage(record, stage_name).get("metrics"))
-    return {str(key): value for key, raw_value in raw.items()
-            if (value := number(raw_value)) is not None}
-
-
-def details(record: Mapping[str, Any], stage_name: str) -> dict[str, Any]:
-    return as_dict(stage(record, stage_name).get("details"))
-
-
 @dataclass(frozen=True)
 class StageRow:
     name: str
@@ -79,10 +49,9 @@ class StageRow:
     message: str
 
 
-def stage_rows(record: Mapping[str, Any]) -> list[StageRow]:
-    return [StageRow(str(item.get("name", "?")), str(item.get("status", "?")),
-                     number(item.get("duration_s")), str(item.get("message") or ""))
-            for item in stages(record)]
+def stage_rows(record: RunRecord) -> list[StageRow]:
+    return [StageRow(stage.name, stage.status.value, stage.duration_s, stage.message)
+            for stage in record.stages]
 
 
 OUTCOME_LABEL = {"passed": "pass", "failed": "FAIL", "inconclusive": "INCONCLUSIVE"}
@@ -112,49 +81,24 @@ class GateRow:
                          if part)
 
 
-def _interval_text(interval: Any, unit: str) -> str:
-    # A record read back holds a list; one rendered in-process still holds the tuple.
-    bounds = list(interval) if isinstance(interval, list | tuple) else []
-    if len(bounds) != 2:
+def _interval_text(gate: Gate) -> str:
+    if gate.interval is None:
         return ""
-    low, high = (format_value(number(bound), "") for bound in bounds)
-    return f"[{low}, {high}] {unit}".rstrip()
+    low, high = (format_value(bound, "") for bound in gate.interval)
+    return f"[{low}, {high}] {gate.unit}".rstrip()
 
 
-def _outcome(gate: Mapping[str, Any]) -> str:
-    outcome = gate.get("outcome")
-    if outcome in OUTCOME_LABEL:
-        return str(outcome)
-    return "passed" if gate.get("passed") is True else "failed"
+def gate_row(stage: str, gate: Gate) -> GateRow:
+    threshold = format_value(gate.threshold, gate.unit)
+    relation = COMPARISON_SYMBOL.get(gate.comparison, gate.comparison)
+    return GateRow(stage, gate.name, format_value(gate.observed, gate.unit),
+                   f"{relation} {threshold}".strip(), gate.passed,
+                   number(gate.observed) is not None, gate.outcome, _interval_text(gate),
+                   "" if gate.samples is None else f"{gate.samples:,.0f}", gate.reason)
 
 
-def gate_rows(record: Mapping[str, Any]) -> list[GateRow]:
-    rows = []
-    for item in stages(record):
-        for gate in _list(item.get("gates")):
-            gate = as_dict(gate)
-            unit = str(gate.get("unit") or "")
-            comparison = str(gate.get("comparison") or "")
-            threshold = format_value(gate.get("threshold"), unit)
-            relation = COMPARISON_SYMBOL.get(comparison, comparison)
-            samples = number(gate.get("samples"))
-            outcome = _outcome(gate)
-            rows.append(GateRow(str(item.get("name", "?")), str(gate.get("name", "?")),
-                                format_value(gate.get("observed"), unit),
-                                f"{relation} {threshold}".strip(), outcome == "passed",
-                                number(gate.get("observed")) is not None, outcome,
-                                _interval_text(gate.get("interval"), unit),
-                                "" if samples is None else f"{samples:,.0f}",
-                                str(gate.get("reason") or "")))
-    return rows
-
-
-def gate_threshold(record: Mapping[str, Any], gate_name: str) -> float | None:
-    for item in stages(record):
-        for gate in _list(item.get("gates")):
-            if as_dict(gate).get("name") == gate_name:
-                return number(as_dict(gate).get("threshold"))
-    return None
+def gate_rows(record: RunRecord) -> list[GateRow]:
+    return [gate_row(stage, gate) for stage, gate in record.gates()]
 
 
 @dataclass(frozen=True)
@@ -182,17 +126,17 @@ class Waits:
         return max(0.0, self.mean_ms - self.queue_ms - self.compute_total_ms)
 
 
-def waits(record: Mapping[str, Any]) -> Waits | None:
-    values = metrics(record, "latency")
+def waits(record: RunRecord) -> Waits | None:
+    values = record.metrics(m.LATENCY_STAGE)
     client = {key.removesuffix("_ms"): values[key]
-              for key in ("p50_ms", "p95_ms", "p99_ms", "max_ms") if key in values}
+              for key in (m.P50_MS, m.P95_MS, m.P99_MS, m.MAX_MS) if key in values}
     if not client:
         return None
     compute = {key.removeprefix("server_compute_").removesuffix("_us"): values[key] / 1e3
-               for key in COMPUTE_METRICS if key in values}
-    if not compute and "server_inference_us" in values and "server_queue_us" in values:
+               for key in m.COMPUTE_METRICS if key in values}
+    if not compute and m.SERVER_INFERENCE_US in values and m.SERVER_QUEUE_US in values:
         # TorchServe reports queue + inference; compute is what is left of inference.
-        remainder = values["server_inference_us"] - values["server_queue_us"]
+        remainder = values[m.SERVER_INFERENCE_US] - values[m.SERVER_QUEUE_US]
         compute = {"infer": max(0.0, remainder) / 1e3}
 
     def per_ms(key: str) -> float | None:
@@ -200,9 +144,9 @@ def waits(record: Mapping[str, Any]) -> Waits | None:
 
     # The queue time is a mean: it is held against a budget stated as a mean only
     # (slo.queue_mean), never against the p99-derived queue budget.
-    return Waits(client, values.get("mean_ms"), per_ms("server_queue_us"),
-                 per_ms("queue_mean_budget_us"), compute, values.get("concurrency"),
-                 values.get("throughput_rps"))
+    return Waits(client, values.get(m.MEAN_MS), per_ms(m.SERVER_QUEUE_US),
+                 per_ms(m.QUEUE_MEAN_BUDGET_US), compute, values.get(m.CONCURRENCY),
+                 values.get(m.THROUGHPUT_RPS))
 
 
 @dataclass(frozen=True)
@@ -214,15 +158,15 @@ class Memory:
     gpu_mb: float | None
 
 
-def memory(record: Mapping[str, Any]) -> Memory | None:
-    values = metrics(record, "latency")
-    if "server_rss_mb" not in values and "server_pss_mb" not in values:
+def memory(record: RunRecord) -> Memory | None:
+    values = record.metrics(m.LATENCY_STAGE)
+    if m.SERVER_RSS_MB not in values and m.SERVER_PSS_MB not in values:
         return None
     gpu = next((value for key, value in values.items() if "gpu" in key and key.endswith("_mb")),
                None)
-    return Memory(values.get("server_rss_mb"), values.get("server_pss_mb"),
-                  values.get("server_processes"),
-                  metrics(record, "readiness").get("cold_rss_mb"), gpu)
+    return Memory(values.get(m.SERVER_RSS_MB), values.get(m.SERVER_PSS_MB),
+                  values.get(m.SERVER_PROCESSES),
+                  record.metrics(m.READINESS_STAGE).get(m.COLD_RSS_MB), gpu)
 
 
 @dataclass(frozen=True)
@@ -261,20 +205,21 @@ class Batches:
         return " ".join(parts)
 
 
-def batches(record: Mapping[str, Any]) -> Batches | None:
-    info = details(record, "latency")
-    raw = as_dict(info.get("batch_executions"))
+def batches(record: RunRecord) -> Batches | None:
+    info = record.details(m.LATENCY_STAGE)
+    raw = info.get("batch_executions")
+    raw = raw if isinstance(raw, dict) else {}
     executions: dict[int, int] = {}
     for key, value in raw.items():
         count = number(value)
         if str(key).isdigit() and count is not None:
             executions[int(key)] = int(count)
-    preferred = sorted({int(size) for size in _list(info.get("preferred_batch_sizes"))
+    preferred = sorted({int(size) for size in _items(info.get("preferred_batch_sizes"))
                         if number(size) is not None})
     if not executions and not preferred:
         return None
     return Batches(dict(sorted(executions.items())), preferred,
-                   metrics(record, "latency").get("server_avg_batch_size"))
+                   record.metrics(m.LATENCY_STAGE).get(m.SERVER_AVG_BATCH_SIZE))
 
 
 @dataclass(frozen=True)
@@ -286,15 +231,16 @@ class Probe:
     passed: bool
 
 
-def probes(record: Mapping[str, Any]) -> list[Probe]:
+def probes(record: RunRecord) -> list[Probe]:
     found = []
-    for raw in _list(details(record, "saturation").get("probes")):
-        probe = as_dict(raw)
-        concurrency, p99 = number(probe.get("concurrency")), number(probe.get("p99_ms"))
+    for probe in _items(record.details(m.SATURATION_STAGE).get("probes")):
+        if not isinstance(probe, dict):
+            continue
+        concurrency, p99 = number(probe.get(m.CONCURRENCY)), number(probe.get(m.P99_MS))
         if concurrency is None or p99 is None or concurrency <= 0:
             continue
-        found.append(Probe(concurrency, number(probe.get("throughput_rps")) or 0.0, p99,
-                           number(probe.get("error_rate")) or 0.0, probe.get("passed") is True))
+        found.append(Probe(concurrency, number(probe.get(m.THROUGHPUT_RPS)) or 0.0, p99,
+                           number(probe.get(m.ERROR_RATE)) or 0.0, probe.get("passed") is True))
     return sorted(found, key=lambda item: item.concurrency)
 
 
@@ -324,17 +270,18 @@ class Knee:
         return f"{head} {self.stop_reason}." if self.stop_reason else head
 
 
-def knee(record: Mapping[str, Any]) -> Knee | None:
-    values = metrics(record, "saturation")
+def knee(record: RunRecord) -> Knee | None:
+    values, info = record.metrics(m.SATURATION_STAGE), record.details(m.SATURATION_STAGE)
     found = probes(record)
-    if not found and "knee_concurrency" not in values:
+    if not found and m.KNEE_CONCURRENCY not in values:
         return None
-    reason = str(details(record, "saturation").get("stop_reason") or "")
+    reason = str(info.get("stop_reason") or "")
     if reason:
         reason = reason[0].upper() + reason[1:]
-    return Knee(values.get("knee_concurrency"), values.get("knee_throughput_rps"),
-                values.get("knee_p99_ms"), gate_threshold(record, "latency.p99"), reason, found,
-                details(record, "saturation").get("knee_bound") == "lower"
+    slo = record.gate("latency.p99")
+    return Knee(values.get(m.KNEE_CONCURRENCY), values.get(m.KNEE_THROUGHPUT_RPS),
+                values.get(m.KNEE_P99_MS), None if slo is None else number(slo.threshold),
+                reason, found, info.get("knee_bound") == "lower"
                 or reason.startswith("Reached max_concurrency"))
 
 
@@ -366,15 +313,15 @@ class Burst:
         return text + "."
 
 
-def burst(record: Mapping[str, Any]) -> Burst | None:
-    values = metrics(record, "saturation")
-    if "burst_p99_ms" not in values:
+def burst(record: RunRecord) -> Burst | None:
+    values = record.metrics(m.SATURATION_STAGE)
+    if m.BURST_P99_MS not in values:
         return None
-    valid = details(record, "saturation").get("burst_valid")
-    return Burst(values.get("burst_rate_rps"), values.get("burst_base_rate_rps"),
-                 values["burst_p99_ms"], values.get("burst_base_p99_ms"),
-                 values.get("burst_drain_s"), values.get("burst_errors"),
-                 values.get("burst_schedule_lag_p99_ms"),
+    valid = record.details(m.SATURATION_STAGE).get("burst_valid")
+    return Burst(values.get(m.BURST_RATE_RPS), values.get(m.BURST_BASE_RATE_RPS),
+                 values[m.BURST_P99_MS], values.get(m.BURST_BASE_P99_MS),
+                 values.get(m.BURST_DRAIN_S), values.get(m.BURST_ERRORS),
+                 values.get(m.BURST_SCHEDULE_LAG_P99_MS),
                  valid if isinstance(valid, bool) else None)
 
 
@@ -387,46 +334,43 @@ def inconclusive_count(rows: list[GateRow]) -> int:
     return sum(1 for row in rows if row.outcome == "inconclusive")
 
 
-def first_failure(record: Mapping[str, Any]) -> StageRow | None:
+def first_failure(record: RunRecord) -> StageRow | None:
     return next((row for row in stage_rows(record) if row.status == "failed"), None)
 
 
-def provenance(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+def provenance(record: RunRecord) -> list[tuple[str, str]]:
     """Every identifying field the record holds, flattened to (key path, text)."""
     rows: list[tuple[str, str]] = []
-    server = as_dict(record.get("server"))
-    top = [("run id", record.get("run_id")), ("release id", record.get("release_id")),
-           ("name", record.get("name")), ("command", record.get("command")),
-           ("environment", record.get("environment")),
-           ("promoted to", record.get("promoted_to")),
-           ("spec digest", record.get("spec_digest")), ("server kind", server.get("kind")),
-           ("server exit", server.get("exit")), ("started", record.get("started_at")),
-           ("finished", record.get("finished_at")),
-           ("tool version", record.get("tool_version"))]
+    top = [("run id", record.run_id), ("release id", record.release_id),
+           ("name", record.name), ("command", record.command),
+           ("environment", record.environment), ("promoted to", record.promoted_to),
+           ("spec digest", record.spec_digest), ("server kind", record.server.kind),
+           ("server exit", record.server.exit), ("started", record.started_at),
+           ("finished", record.finished_at), ("tool version", record.tool_version)]
     rows.extend((key, str(value)) for key, value in top if value not in (None, ""))
-    spec_files = _list(record.get("spec_files"))
-    if spec_files:
-        rows.append(("spec files", ", ".join(str(item) for item in spec_files)))
-    for key, value in record.items():
-        if str(key).startswith("model"):
-            rows.extend(_flatten(str(key), value))
-    for name, artifact in as_dict(stage(record, "build").get("artifacts")).items():
-        digest = as_dict(artifact).get("sha256")
-        if digest:
-            rows.append((f"build artifact {name}", f"sha256:{digest}"))
-    publish = details(record, "publish")
+    if record.spec_files:
+        rows.append(("spec files", ", ".join(record.spec_files)))
+    models = {"model": record.model, **{key: value for key, value in record.extra.items()
+                                        if key.startswith("model")}}
+    for key, value in models.items():
+        rows.extend(_flatten(key, value))
+    build = record.stage("build")
+    for name, artifact in (build.artifacts if build is not None else {}).items():
+        if artifact.sha256:
+            rows.append((f"build artifact {name}", f"sha256:{artifact.sha256}"))
+    publish = record.details("publish")
     for key, value in publish.items():
-        if key != "event" and not (key == "release_id" and value == record.get("release_id")):
+        if key != "event" and not (key == "release_id" and value == record.release_id):
             rows.extend(_flatten(f"publish {key}", value))
-    event = as_dict(publish.get("event"))
+    event = publish.get("event")
     for key in ("previous_release_id", "by", "at", "approved_by"):
-        if event.get(key):
+        if isinstance(event, dict) and event.get(key):
             rows.append((f"publish {key.replace('_', ' ')}", str(event[key])))
     return rows
 
 
 def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return [row for key, item in value.items() for row in _flatten(f"{prefix}.{key}", item)]
     if value is None or value == "":
         return []

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from benchmarks.slow_net import SlowNet
+from pipeline.record import RunRecord
 from pipeline.report.formats import render
 
 from .conftest import cli, fast_spec, latest_record
@@ -63,7 +64,7 @@ def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path,
     capped = details["stop_reason"].startswith("reached max_concurrency")
     assert details["knee_bound"] == ("lower" if capped else "exact")
     assert capped == (metrics["knee_lower_bound"] == 1.0)
-    assert ("cap reached" in render(record, "terminal")) == capped
+    assert ("cap reached" in render(RunRecord.from_json(record), "terminal")) == capped
     if model == "slow":
         assert not capped and "SLO missed" in details["stop_reason"]
 
@@ -83,7 +84,7 @@ def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path,
         assert details["capacity_bound"] == "lower" and high is None
         assert "client fell behind" in details["capacity_stop_reason"] or \
             "budget" in details["capacity_stop_reason"]
-        assert "lower bound" in render(record, "markdown")
+        assert "lower bound" in render(RunRecord.from_json(record), "markdown")
     slo_ms = 25.0 if model == "slow" else 50.0
     assert metrics["capacity_p99_ms"] <= slo_ms
     held = next(s for s in steps if s["hold"] and s["passed"] and s["rate_rps"] == low)

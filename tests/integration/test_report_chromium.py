@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pipeline.record import RunRecord
 from pipeline.report.html import render_html
 from tests.htmldom import parse_html
 
@@ -43,7 +44,9 @@ def chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProc
 @pytest.fixture
 def page(tmp_path: Path) -> Path:
     path = tmp_path / "report.html"
-    path.write_text(render_html(load("triton"), baseline=load("torchserve")), encoding="utf-8")
+    path.write_text(render_html(RunRecord.from_json(load("triton")),
+                                baseline=RunRecord.from_json(load("torchserve"))),
+                    encoding="utf-8")
     return path
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pipeline.record import RunRecord
 from pipeline.release.regression import regression_gates
 from pipeline.report.formats import render
 from pipeline.report.html import render_html
@@ -16,6 +17,7 @@ from pipeline.spec.models import RegressionStage
 from tests.htmldom import parse_html
 
 DATA = Path(__file__).resolve().parent / "data"
+typed = RunRecord.from_json
 
 
 def saturation(record: dict[str, Any]) -> dict[str, Any]:
@@ -48,8 +50,8 @@ def with_capacity(bound: str, knee_bound: str = "exact") -> dict[str, Any]:
 
 @pytest.mark.parametrize("fmt", ["terminal", "markdown", "html", "json"])
 def test_a_lower_bound_is_labelled_as_such_in_every_format(fmt: str) -> None:
-    text = render(with_capacity("lower", knee_bound="lower"), fmt)  # type: ignore[arg-type]
-    exact = render(with_capacity("exact"), fmt)  # type: ignore[arg-type]
+    text = render(typed(with_capacity("lower", knee_bound="lower")), fmt)  # type: ignore[arg-type]
+    exact = render(typed(with_capacity("exact")), fmt)  # type: ignore[arg-type]
     if fmt == "json":
         assert '"capacity_bound": "lower"' in text and '"knee_bound": "lower"' in text
         assert '"capacity_bound": "exact"' in exact
@@ -63,12 +65,12 @@ def test_a_lower_bound_is_labelled_as_such_in_every_format(fmt: str) -> None:
 
 
 def test_the_chart_marks_throughput_the_knee_and_the_capacity() -> None:
-    chart = parse_html(render_html(with_capacity("exact"))).by_id("knee-chart")
+    chart = parse_html(render_html(typed(with_capacity("exact")))).by_id("knee-chart")
     assert chart is not None
     assert len(chart.find_all("rect", cls="throughput")) == 10
     assert len(chart.find_all("line", cls="capacity")) == 1
     assert "Capacity 4,100/s at p99 21.5 ms" in chart.text() and "knee: 60" in chart.text()
-    lower = parse_html(render_html(with_capacity("lower", "lower"))).by_id("knee-chart")
+    lower = parse_html(render_html(typed(with_capacity("lower", "lower")))).by_id("knee-chart")
     assert lower is not None
     assert "Capacity ≥ 6,000/s (lower bound)" in lower.text()
     assert "cap reached, lower bound" in lower.text() and "knee: 60" not in lower.text()
@@ -78,14 +80,14 @@ def test_regression_watches_capacity_when_both_runs_have_it() -> None:
     settings = RegressionStage(gate=True)
     baseline, current = with_capacity("exact"), with_capacity("exact")
     saturation(current)["metrics"]["capacity_rps"] = 3000.0       # -27 %
-    gates, _ = regression_gates(current, baseline, settings)
+    gates, _ = regression_gates(typed(current), typed(baseline), settings)
     names = {gate.name: gate.passed for gate in gates}
     assert names["regression.saturation.capacity_rps"] is False
     assert "regression.saturation.knee_throughput_rps" not in names
     older = copy.deepcopy(baseline)
     for key in ("capacity_rps", "capacity_p99_ms"):
         del saturation(older)["metrics"][key]
-    gates, _ = regression_gates(current, older, settings)
+    gates, _ = regression_gates(typed(current), typed(older), settings)
     names = {gate.name: gate.passed for gate in gates}
     assert "regression.saturation.knee_throughput_rps" in names
     assert "regression.saturation.capacity_rps" not in names
@@ -102,7 +104,7 @@ def test_an_unknown_capacity_is_not_shown_as_zero(fmt: str) -> None:
     stage["details"].pop("capacity_interval_rps")
     hold = dict(stage["details"]["capacity_steps"][1], hold=True, duration_s=3.0, settle_s=0.4)
     stage["details"]["capacity_steps"].append(hold)
-    text = render(record, fmt)  # type: ignore[arg-type]
+    text = render(typed(record), fmt)  # type: ignore[arg-type]
     assert "Capacity unknown: no rate was confirmed within the budget" in text
     assert "hold 3s: p99 80.0ms" in text and "backlog drained 0.40s after" in text
     assert "apacity 0/s" not in text and "Capacity ≥" not in text

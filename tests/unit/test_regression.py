@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pipeline.digest import sha256_bytes
+from pipeline.record import RunRecord
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
 from pipeline.release.pointers import move_pointer
 from pipeline.release.regression import (
@@ -20,7 +21,11 @@ from pipeline.release.store.local import LocalStore
 from pipeline.spec.models import RegressionStage
 
 
-def record(p99: float, throughput: float) -> dict[str, Any]:
+def record(p99: float, throughput: float) -> RunRecord:
+    return RunRecord.from_json(raw(p99, throughput))
+
+
+def raw(p99: float, throughput: float) -> dict[str, Any]:
     return {"stages": [
         {"name": "latency", "metrics": {"p99_ms": p99, "p95_ms": p99 * 0.8,
                                         "throughput_rps": throughput, "error_rate": 0.0,
@@ -48,13 +53,13 @@ def test_only_watched_metrics_become_gates() -> None:
 def test_a_watched_metric_missing_on_either_side_fails_its_gate() -> None:
     settings = RegressionStage(gate=True)
     run = record(10.0, 1000.0)
-    run["stages"] = run["stages"][:1]                      # no saturation in this run
+    run.stages = run.stages[:1]                            # no saturation in this run
     gates = {g.name: g for g in regression_gates(run, record(10.0, 1000.0), settings)[0]}
     knee = gates["regression.saturation.knee_throughput_rps"]
     assert not knee.passed and knee.observed == "missing from this run"
     baseline = record(10.0, 1000.0)
-    del baseline["stages"][0]["metrics"]["p95_ms"]
-    baseline["release_id"] = "r-live"
+    del baseline.stages[0].metrics["p95_ms"]
+    baseline.release_id = "r-live"
     gates = {g.name: g for g in regression_gates(record(10.0, 1000.0), baseline, settings)[0]}
     assert gates["regression.latency.p95_ms"].observed == "missing from the live release r-live"
     assert not gates["regression.latency.p95_ms"].passed
@@ -65,13 +70,13 @@ def test_capacity_is_compared_with_the_knee_of_a_release_measured_before_it() ->
     settings = RegressionStage(gate=True, metrics=["saturation.capacity_rps"])
     baseline = record(10.0, 500.0)                         # knee_throughput_rps 1000, no capacity
     run = record(10.0, 500.0)
-    run["stages"][1]["metrics"]["capacity_rps"] = 850.0   # 15 % under the old knee
+    run.stages[1].metrics["capacity_rps"] = 850.0         # 15 % under the old knee
     gates, _ = regression_gates(run, baseline, settings)
     assert [(g.name, g.observed, g.passed) for g in gates] == [
         ("regression.saturation.capacity_rps", 15.0, False)]
     assert fallbacks_used(baseline, settings) == {
         "saturation.capacity_rps": "saturation.knee_throughput_rps"}
-    run["stages"][1]["metrics"]["capacity_rps"] = 950.0
+    run.stages[1].metrics["capacity_rps"] = 950.0
     assert regression_gates(run, baseline, settings)[0][0].passed
 
 
@@ -84,7 +89,7 @@ def store(tmp_path: Path) -> LocalStore:
 
 def live(store: LocalStore) -> tuple[str, str]:
     """A release live in staging with a verification blob: (release id, blob digest)."""
-    verification = json.dumps(record(10.0, 1000.0)).encode()
+    verification = json.dumps(raw(10.0, 1000.0)).encode()
     digest = sha256_bytes(verification)
     release_id = publish_release(store, "demo", [
         BlobSource("verification", None, verification, digest)], {"run_id": "r"},
@@ -100,7 +105,7 @@ def test_no_live_release_is_not_an_unreadable_one(store: LocalStore) -> None:
     release_id, _ = live(store)
     found = live_release(store, "demo", "staging")
     assert found.problem is None and found.release_id == release_id
-    assert found.verification is not None and found.verification["release_id"] == release_id
+    assert found.verification is not None and found.verification.release_id == release_id
 
 
 @pytest.mark.parametrize("damage, said", [

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pipeline.record import RunRecord
 from pipeline.report import charts
 from pipeline.report.compare import compare
 from pipeline.report.html import render_html
@@ -20,6 +21,9 @@ from tests.htmldom import Node, parse_html
 
 DATA = Path(__file__).resolve().parent / "data"
 HOSTILE = "<script>alert(1)</script>"
+
+
+typed = RunRecord.from_json
 
 
 def load(kind: str) -> dict[str, Any]:
@@ -71,7 +75,7 @@ def gate_table_rows(document: Node) -> dict[str, list[str]]:
 
 
 def test_every_gate_appears_with_observed_and_threshold(record: dict[str, Any]) -> None:
-    rows = gate_table_rows(parse_html(render_html(record)))
+    rows = gate_table_rows(parse_html(render_html(typed(record))))
     gates = [(stage["name"], gate) for stage in record["stages"] for gate in stage["gates"]]
     assert len(rows) == len(gates) == 12
     for stage_name, gate in gates:
@@ -90,7 +94,7 @@ def test_every_gate_appears_with_observed_and_threshold(record: dict[str, Any]) 
 
 def test_a_failing_gate_is_marked_in_both_renderers() -> None:
     failed = failing_p99(load("triton"))
-    document = parse_html(render_html(failed))
+    document = parse_html(render_html(typed(failed)))
     table = document.by_id("gates")
     assert table is not None
     failing = table.find_all("tr", cls="fail")
@@ -98,7 +102,7 @@ def test_a_failing_gate_is_marked_in_both_renderers() -> None:
     assert failing[0].find_all("td")[-1].text() == "✗ FAIL"
     assert "1 gate FAILED" in document.text()
     assert "Stage latency failed: p99 over the SLO" in document.text()
-    markdown = render_markdown(failed)
+    markdown = render_markdown(typed(failed))
     line = next(line for line in markdown.splitlines() if "`latency.p99`" in line)
     assert line.endswith("| ❌ **FAIL** |")
     assert markdown.startswith("## ❌ ")
@@ -120,23 +124,23 @@ def test_every_format_shows_outcome_interval_samples_and_why() -> None:
     from pipeline.report.formats import render
 
     record = inconclusive_p99(load("triton"))
-    rows = gate_table_rows(parse_html(render_html(record)))
+    rows = gate_table_rows(parse_html(render_html(typed(record))))
     assert rows["latency.p99"][4:] == ["[44.1, 53.9] ms, n=2,345", "? INCONCLUSIVE"]
     assert rows["latency.p95"][4:] == ["[7.7, 8.3] ms, n=2,345", "✓ pass"]
     why = "latency.p99 inconclusive: the interval straddles 50ms"
-    assert why in parse_html(render_html(record)).text()
-    markdown = render_markdown(record)
+    assert why in parse_html(render_html(typed(record))).text()
+    markdown = render_markdown(typed(record))
     line = next(line for line in markdown.splitlines() if "`latency.p99`" in line)
     assert line.endswith("| [44.1, 53.9] ms, n=2,345 | ❔ **INCONCLUSIVE** |")
     assert "inconclusive: the interval straddles 50ms" in markdown
     for fmt in ("terminal", "svg"):
-        text = render(record, fmt)
+        text = render(typed(record), fmt)
         assert "INCONCLUSIVE" in text and "n=2,345" in text and why in text.replace("&#160;", " ")
-    body = json.loads(render(record, "json"))
+    body = json.loads(render(typed(record), "json"))
     assert gate_of(body, "latency.p99")["interval"] == [44.1, 53.9]
     live = copy.deepcopy(record)      # as rendered in-process, before a JSON round trip
     gate_of(live, "latency.p99")["interval"] = (44.1, None)
-    assert "[44.1, —] ms, n=2,345" in render(live, "terminal")
+    assert "[44.1, —] ms, n=2,345" in render(typed(live), "terminal")
 
 
 def test_strings_from_the_record_are_escaped() -> None:
@@ -145,25 +149,25 @@ def test_strings_from_the_record_are_escaped() -> None:
     hostile["run_id"] = '"><img src=x onerror=alert(1)>'
     stage_of(hostile, "saturation")["details"]["stop_reason"] = HOSTILE
     hostile["model"] = {"source": "</style><script>alert(2)</script>"}
-    markup = render_html(hostile)
+    markup = render_html(typed(hostile))
     assert "<script" not in markup and "<img" not in markup
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markup
     document = parse_html(markup)
     assert document.find_all("script") == [] and document.find_all("img") == []
     assert HOSTILE in gate_table_rows(document)
-    markdown = render_markdown(hostile)
+    markdown = render_markdown(typed(hostile))
     assert "<script" not in markdown and "<img" not in markdown
     assert "&lt;script&gt;" in markdown
 
 
 def test_the_page_is_self_contained(record: dict[str, Any]) -> None:
-    markup = render_html(record, baseline=load("triton"))
+    markup = render_html(typed(record), baseline=typed(load("triton")))
     assert markup.startswith("<!DOCTYPE html>")
     assert not re.search(r"\b(src|href)\s*=|<script|<link|@import|url\(|https?://", markup)
 
 
 def test_the_knee_chart_has_one_point_per_probe(record: dict[str, Any]) -> None:
-    chart = parse_html(render_html(record)).by_id("knee-chart")
+    chart = parse_html(render_html(typed(record))).by_id("knee-chart")
     assert chart is not None and chart.tag == "svg"
     probes = stage_of(record, "saturation")["details"]["probes"]
     points = chart.find_all("circle", cls="probe")
@@ -187,25 +191,25 @@ def test_the_knee_chart_puts_concurrency_on_a_log2_axis() -> None:
 
 def test_the_batch_chart_and_words_say_which_preferred_size_never_formed() -> None:
     triton = load("triton")
-    document = parse_html(render_html(triton))
+    document = parse_html(render_html(typed(triton)))
     chart = document.by_id("batch-chart")
     assert chart is not None and chart.tag == "svg"
     executions = stage_of(triton, "latency")["details"]["batch_executions"]
     assert len(chart.find_all("g", cls="bar")) == len(executions) + 1  # + preferred 16
     assert len(chart.find_all("g", cls="preferred")) == 2
     assert "Preferred size 16 never formed (largest batch formed: 8)." in document.text()
-    assert "No preferred batch sizes are configured." in render_html(load("torchserve"))
+    assert "No preferred batch sizes are configured." in render_html(typed(load("torchserve")))
 
 
 def test_memory_burst_and_waits_are_shown() -> None:
-    text = parse_html(render_html(load("torchserve"))).text()
+    text = parse_html(render_html(typed(load("torchserve")))).text()
     assert "RSS 906 MiB" in text and "PSS 675 MiB" in text
     assert "GPU not measured" in text
     # A mean queue time is never shown against the p99-derived queue budget.
     assert "server queue (avg) 4.76 ms" in text and "4.76 ms (budget" not in text
     budgeted = copy.deepcopy(load("torchserve"))
     stage_of(budgeted, "latency")["metrics"]["queue_mean_budget_us"] = 2000.0
-    text = parse_html(render_html(budgeted)).text()
+    text = parse_html(render_html(typed(budgeted))).text()
     assert "server queue (avg) 4.76 ms (mean budget 2 ms) — over budget" in text
     assert "invalid" in text and "burst at 200/s: p99 41.5 ms vs 36.8 ms" in text
 
@@ -213,13 +217,13 @@ def test_memory_burst_and_waits_are_shown() -> None:
 def test_baseline_flags_a_30_percent_p99_regression_and_not_a_2_percent_one() -> None:
     live = load("triton")
     current = scaled(live, {"p99_ms": 1.30, "p50_ms": 1.02, "throughput_rps": 1.5})
-    deltas = {delta.metric: delta for delta in compare(current, live)}
+    deltas = {delta.metric: delta for delta in compare(typed(current), typed(live))}
     assert deltas["p99_ms"].regressed and math.isclose(deltas["p99_ms"].change or 0, 0.30)
     assert not deltas["p50_ms"].regressed and not deltas["p50_ms"].improved
     assert deltas["throughput_rps"].improved and not deltas["throughput_rps"].regressed
-    assert not any(delta.regressed for delta in compare(current, live, tolerance=0.5))
+    assert not any(delta.regressed for delta in compare(typed(current), typed(live), tolerance=0.5))
 
-    table = parse_html(render_html(current, baseline=live)).by_id("deltas")
+    table = parse_html(render_html(typed(current), baseline=typed(live))).by_id("deltas")
     assert table is not None
     by_metric = {row.find_all("td")[1].text(): row for row in table.find_all("tr")[1:]}
     assert by_metric["p99_ms"].attrs["class"] == "regressed"
@@ -228,7 +232,7 @@ def test_baseline_flags_a_30_percent_p99_regression_and_not_a_2_percent_one() ->
     assert [name for name, row in by_metric.items() if row.attrs["class"] == "regressed"] \
         == ["p99_ms"]
 
-    markdown = render_markdown(current, baseline=live)
+    markdown = render_markdown(typed(current), baseline=typed(live))
     assert "❌ **1 regression:** `latency.p99_ms` +30.0%" in markdown
     p50 = next(line for line in markdown.splitlines() if "`p50_ms`" in line)
     assert p50.endswith("| +2.0% |  |")
@@ -238,13 +242,13 @@ def test_throughput_down_and_errors_from_zero_are_regressions() -> None:
     live = load("torchserve")
     current = scaled(live, {"knee_throughput_rps": 0.7})
     stage_of(current, "latency")["metrics"]["error_rate"] = 0.5
-    regressed = {delta.metric for delta in compare(current, live) if delta.regressed}
+    regressed = {delta.metric for delta in compare(typed(current), typed(live)) if delta.regressed}
     assert regressed == {"knee_throughput_rps", "error_rate"}
-    assert "no live release was given" in render_html(live)
+    assert "no live release was given" in render_html(typed(live))
 
 
 def test_markdown_has_the_gates_table_and_the_summary_lines(record: dict[str, Any]) -> None:
-    markdown = render_markdown(record)
+    markdown = render_markdown(typed(record))
     lines = markdown.splitlines()
     start = lines.index("| stage | gate | observed | threshold | interval, samples |  |")
     assert lines[start + 1] == "| --- | --- | ---: | ---: | ---: | --- |"
@@ -261,7 +265,7 @@ def test_markdown_has_the_gates_table_and_the_summary_lines(record: dict[str, An
 def test_markdown_cells_cannot_break_the_table() -> None:
     odd = load("triton")
     gate_of(odd, "latency.p99")["name"] = "a | b\nc`d"
-    markdown = render_markdown(odd)
+    markdown = render_markdown(typed(odd))
     assert "| a \\| b c\\`d |" in markdown
 
 
@@ -278,7 +282,7 @@ def test_markdown_cells_cannot_break_the_table() -> None:
      "server": "triton", "model": {"sha256": None}},
 ])
 def test_sparse_or_odd_records_render_without_errors(sparse: dict[str, Any]) -> None:
-    document = parse_html(render_html(sparse, baseline=sparse))
+    document = parse_html(render_html(typed(sparse), baseline=typed(sparse)))
     for element_id in ("gates", "knee-chart", "batch-chart"):
         assert document.by_id(element_id) is not None
-    assert render_markdown(sparse, baseline=sparse).startswith("## ")
+    assert render_markdown(typed(sparse), baseline=typed(sparse)).startswith("## ")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from pipeline import metric_names as m
 from pipeline.servers.base import (
     ServerStats,
 )
@@ -55,7 +56,7 @@ class TorchServeStats:
             "server_requests": self.requests,
             "server_executions": float(executions),
             "server_avg_batch_size": batched / executions if executions else 0.0,
-            "server_queue_us": self.queue_us / requests,
+            m.SERVER_QUEUE_US: self.queue_us / requests,
             "server_compute_infer_us": max(self.inference_us - self.queue_us, 0.0) / requests,
             "server_inference_us": self.inference_us / requests,
         }

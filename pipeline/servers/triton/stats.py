@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline import metric_names as m
 from pipeline.servers.base import (
     ServerStats,
 )
@@ -66,7 +67,7 @@ class TritonStats:
             "server_requests": float(self.success_count),
             "server_executions": float(self.execution_count),
             "server_avg_batch_size": self.inference_count / executions,
-            "server_queue_us": self.queue_ns / requests / 1e3,
+            m.SERVER_QUEUE_US: self.queue_ns / requests / 1e3,
             "server_compute_input_us": self.compute_input_ns / requests / 1e3,
             "server_compute_infer_us": self.compute_infer_ns / requests / 1e3,
             "server_compute_output_us": self.compute_output_ns / requests / 1e3,
