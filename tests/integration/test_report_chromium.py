@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pipeline.report.html import render_html
-from tests.htmldom import parse_html
+from tests.support.htmldom import parse_html
 
 pytestmark = pytest.mark.integration
 CHROMIUM = Path("/usr/bin/chromium")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import S3Server, cli
+from tests.support.cli import cli
+from tests.support.moto import S3Server
 
 pytestmark = pytest.mark.integration
 
