@@ -42,7 +42,7 @@ from pipeline.release.promotion import promote_existing  # noqa: E402
 from pipeline.release.store.s3 import S3Store  # noqa: E402
 from pipeline.spec.loading import load_spec  # noqa: E402
 from pipeline.spec.models import LoadedSpec  # noqa: E402
-from tests.support.moto import moto_server  # noqa: E402
+from tests.support.moto_s3 import moto_server  # noqa: E402
 
 MB = 2**20
 REPEATS = 5

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.moto import S3Server, moto_server
+from tests.support.moto_s3 import S3Server, moto_server
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from tests.support.cli import cli
-from tests.support.moto import S3Server
+from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
 DVC = str(Path(sys.executable).parent / "dvc")

@@ -13,7 +13,7 @@ from pipeline.release.pointers import move_pointer
 from pipeline.release.regression import live_release, live_release_gate
 from pipeline.release.store import open_store
 from tests.support.cli import cli, latest_record
-from tests.support.moto import S3Server
+from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
 

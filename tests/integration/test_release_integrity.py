@@ -24,7 +24,7 @@ from pipeline.release.store.s3 import S3Store
 from pipeline.release.store.s3_checksum import b64
 from pipeline.servers.ports import free_ports
 from tests.support.cli import cli
-from tests.support.moto import S3Server
+from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import cli
-from tests.support.moto import S3Server
+from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from pipeline.release.manifest import (
 )
 from pipeline.release.pointers import move_pointer, read_pointer, rollback
 from pipeline.release.store.s3 import S3Store
-from tests.support.moto import S3Server
+from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ from pipeline.release.store import open_store
 from pipeline.release.store.base import Store, blob_key
 from pipeline.release.store.local import LocalStore
 from pipeline.release.store.s3 import S3Store
-from tests.support.moto import S3Server
+from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import cli
-from tests.support.moto import S3Server
+from tests.support.moto_s3 import S3Server
 from tests.support.refusals import (
     TIGHT_SLO,
     GateVerdict,

@@ -11,7 +11,7 @@ import pytest
 
 from tests.reliability.conftest import Tally
 from tests.support.cli import start_cli
-from tests.support.moto import S3Server
+from tests.support.moto_s3 import S3Server
 from tests.support.specs import quick_torchserve_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]

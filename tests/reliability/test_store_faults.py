@@ -26,7 +26,7 @@ from pipeline.release.store.s3 import S3Store
 from pipeline.release.verify import verify_store
 from tests.reliability.conftest import Tally
 from tests.support.faultproxy import FaultProxy, FaultRule, read_body, read_chunked, read_head
-from tests.support.moto import S3Server
+from tests.support.moto_s3 import S3Server
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 

@@ -42,7 +42,7 @@ from pipeline.release.store import open_store
 from pipeline.release.store.base import Store
 from pipeline.release.store.local import LocalStore
 from pipeline.release.verify import verify_store
-from tests.support.moto import S3Server
+from tests.support.moto_s3 import S3Server
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 

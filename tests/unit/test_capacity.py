@@ -16,7 +16,7 @@ from pipeline.measure.loadgen import HardEnd, Phase, open_loop
 from pipeline.servers.base import HttpRequest
 from pipeline.spec.models import SloSpec
 from stages.saturation import _capacity_gate, step_in_flight
-from tests.support.http import serving
+from tests.support.http_server import serving
 
 LIMITS = capacity.Limits(slo_p99_ms=50.0, error_rate=0.001)
 

@@ -4,6 +4,8 @@ cycle among the modules of `pipeline` and `stages`, and only the runner imports 
 from __future__ import annotations
 
 import ast
+import pkgutil
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,3 +139,11 @@ def test_shared_test_helpers_live_in_tests_support() -> None:
             crossings[path.relative_to(REPO).as_posix()] = sorted(folders)
     assert crossings == {}
     assert sorted(p.name for p in (tests / "support").glob("test_*.py")) == []
+
+
+def test_no_support_module_shadows_another_module() -> None:
+    """tests/support/crash_driver.py runs by path, which puts tests/support first on
+    sys.path: a helper named like a module it imports (http, moto) would replace it."""
+    helpers = {path.stem for path in (REPO / "tests" / "support").glob("*.py")}
+    taken = set(sys.stdlib_module_names) | {module.name for module in pkgutil.iter_modules()}
+    assert sorted(helpers & taken) == []

@@ -20,7 +20,7 @@ from pipeline.measure.loadgen import LoadResult, closed_loop, new_histogram
 from pipeline.measure.stability import measure_until_decided, merge
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import HttpRequest
-from tests.support.http import serving
+from tests.support.http_server import serving
 
 
 def exact_ranks(n: int, q: float, c: float) -> tuple[int, int]:

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.measure.http_client import WireError, WirePool, encode_request
 from pipeline.servers.base import HttpRequest
-from tests.support.http import serving
+from tests.support.http_server import serving
 
 
 class _Handler(BaseHTTPRequestHandler):
