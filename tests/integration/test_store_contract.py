@@ -39,7 +39,7 @@ class Backend:
     access could), for the tests of what its reads detect."""
 
     store: Store
-    overwrite: Callable[[str, bytes], None]
+    overwrite: Callable[[str, bytes], object]
 
 
 def local_backend(tmp_path: Path) -> Backend:
@@ -75,7 +75,7 @@ def release(store: Store, payload: bytes, run_id: str = "r") -> str:
     return publish_release(store, "demo", [source], {"run_id": run_id}, utc_now()).release_id
 
 
-def race(contenders: int, attempt: Callable[[int], None]) -> tuple[list[int], list[int]]:
+def race(contenders: int, attempt: Callable[[int], object]) -> tuple[list[int], list[int]]:
     """Run `attempt(n)` for every contender at once; who won and who lost (ConflictError)."""
     winners: list[int] = []
     losers: list[int] = []
