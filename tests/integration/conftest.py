@@ -1,7 +1,7 @@
 """Integration fixtures: a fast variant of the example, and no servers left behind.
 
-The helpers live in tests/support; `cli` and `latest_record` stay importable from here for
-the modules that still import them from this conftest."""
+The helpers live in tests/support; those that used to be defined here stay importable from
+here for modules that still import them from this conftest (import from tests/support)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import cli, latest_record
+from tests.support.cli import cli, latest_record, start_cli, wait_for_stage
+from tests.support.moto_s3 import S3Server
 from tests.support.processes import TRITON, processes_under
 from tests.support.specs import fast_spec
 
-__all__ = ["cli", "fast_project", "latest_record", "no_leftovers"]
+__all__ = ["S3Server", "cli", "fast_project", "fast_spec", "latest_record", "no_leftovers",
+           "start_cli", "wait_for_stage"]
 
 
 @pytest.fixture
