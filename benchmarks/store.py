@@ -23,13 +23,10 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -43,35 +40,12 @@ from pipeline.release.manifest import BlobSource, publish_release, utc_now  # no
 from pipeline.release.pointers import rollback  # noqa: E402
 from pipeline.release.promotion import promote_existing  # noqa: E402
 from pipeline.release.store.s3 import S3Store  # noqa: E402
-from pipeline.servers.ports import free_ports  # noqa: E402
 from pipeline.spec.loading import load_spec  # noqa: E402
 from pipeline.spec.models import LoadedSpec  # noqa: E402
+from tests.support.moto_s3 import moto_server  # noqa: E402
 
 MB = 2**20
 REPEATS = 5
-
-
-@contextmanager
-def moto_server() -> Iterator[str]:
-    port = free_ports(1)[0]
-    binary = Path(sys.executable).parent / "moto_server"
-    server = subprocess.Popen([str(binary), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(endpoint + "/moto-api/", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("moto_server did not start") from None
-                time.sleep(0.2)
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def timed(action: Callable[[], object]) -> float:
@@ -124,7 +98,8 @@ def main() -> None:
                       AWS_DEFAULT_REGION="us-east-1")
     folder = Path(tempfile.mkdtemp(prefix="serve-pipeline-store-bench-"))
     try:
-        with moto_server() as endpoint:
+        with moto_server() as server:
+            endpoint = server.endpoint
             os.environ["AWS_ENDPOINT_URL_S3"] = endpoint
             os.environ["AWS_ENDPOINT_URL_STS"] = endpoint
             client = boto3.client("s3")

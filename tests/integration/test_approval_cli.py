@@ -13,7 +13,7 @@ import pytest
 from pipeline.digest import sha256_bytes
 from pipeline.release.pointers import read_pointer
 from pipeline.release.store.local import LocalStore
-from tests.unit.test_approval_policy import NAME, audit, policy_store, staged
+from tests.support.policy import NAME, audit, policy_store, staged
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ import torch
 from benchmarks.slow_net import SlowNet
 from pipeline.record import RunRecord
 from pipeline.report.formats import render
-
-from .conftest import cli, fast_spec, latest_record
+from tests.support.cli import cli, latest_record
+from tests.support.specs import fast_spec
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration import docker_support
-from tests.integration.conftest import cli, fast_spec, latest_record
+from tests.support import docker_images
+from tests.support.cli import cli, latest_record
+from tests.support.specs import fast_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BASE_TAG = "serve-pipeline/triton-cpu:2.51"
@@ -24,7 +25,7 @@ CACHE = Path(os.environ.get("SERVE_PIPELINE_IMAGE_CACHE", "/var/tmp/serve-pipeli
 
 @pytest.fixture(scope="module")
 def docker_client() -> Iterator[Any]:
-    client = docker_support.docker_client()
+    client = docker_images.docker_client()
     if client is None:
         if os.environ.get("DOCKER_HOST"):
             pytest.fail(f"DOCKER_HOST={os.environ['DOCKER_HOST']} is set but no daemon answers")
@@ -37,14 +38,14 @@ def docker_client() -> Iterator[Any]:
 def triton_base(docker_client: Any) -> str:
     """An offline, CPU-only image laid out like NVIDIA's Triton image (python backend,
     numpy, onnxruntime): CI cannot reach nvcr.io."""
-    return docker_support.triton_cpu_base(docker_client, BASE_TAG, CACHE)
+    return docker_images.triton_cpu_base(docker_client, BASE_TAG, CACHE)
 
 
 @pytest.fixture
 def local_registry(tmp_path: Path) -> Iterator[str]:
     if shutil.which("docker-registry") is None:
         pytest.fail("docker-registry is not installed (.ci/docker-up installs it)")
-    with docker_support.registry(tmp_path / "registry") as address:
+    with docker_images.registry(tmp_path / "registry") as address:
         yield address
 
 
@@ -102,7 +103,7 @@ def test_docker_failures_are_one_line(fast_project: Path, docker_client: Any,
     missing = cli(["run"], fast_project)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert "base image serve-pipeline/no-such-base:0 is not on the Docker host" in missing.stderr
-    port = docker_support.free_port()
+    port = docker_images.free_port()
     docker_spec(fast_project, triton_base, f"127.0.0.1:{port}/ml/fraud-mlp")
     refused = cli(["promote", "staging"], fast_project, timeout=900)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr

@@ -13,7 +13,8 @@ import pytest
 import torch
 import yaml
 
-from .conftest import S3Server, cli
+from tests.support.cli import cli
+from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
 DVC = str(Path(sys.executable).parent / "dvc")

@@ -22,10 +22,10 @@ from pipeline.servers.torchserve.server import TorchServeKind, TorchServeServer
 from pipeline.servers.triton.server import TritonKind, TritonServer
 from pipeline.spec.loading import load_spec
 from pipeline.spec.models import LoadedSpec
-
-from .bad_models import BadModel, bad_model_spec, write_bad_model
-from .conftest import cli, fast_spec, latest_record
-from .test_torchserve import FAST as TORCHSERVE_FAST
+from tests.support.bad_models import BadModel, bad_model_spec, write_bad_model
+from tests.support.cli import cli, latest_record
+from tests.support.specs import TORCHSERVE_FAST_STAGES as TORCHSERVE_FAST
+from tests.support.specs import fast_spec
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]

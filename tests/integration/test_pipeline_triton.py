@@ -6,15 +6,18 @@ import json
 import os
 import re
 import signal
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from pipeline.servers.ports import port_is_bound
-
-from .conftest import cli, fast_spec, latest_record, start_cli, wait_for_stage
+from tests.support.cli import cli, latest_record, stage_details, start_cli, wait_for_stage
+from tests.support.specs import fast_spec
 
 pytestmark = pytest.mark.integration
 
@@ -75,19 +78,27 @@ def test_promote_twice_rollback_and_history(fast_project: Path,
     no_leftovers()
 
 
-def test_killing_triton_during_latency_fails_that_stage(fast_project: Path,
-                                                       no_leftovers: Callable[[], None]) -> None:
-    spec = fast_project / "serve.yaml"
+@contextmanager
+def promoting_until_latency(
+        project: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
+    """`promote staging` with a 30 s latency stage, yielded once that stage runs, with the
+    start stage's details (pid, ports); killed on exit if it still runs."""
+    spec = project / "serve.yaml"
     spec.write_text(fast_spec(spec.read_text(), latency_duration="30s"))
-    process = start_cli(["promote", "staging"], fast_project)
+    process = start_cli(["promote", "staging"], project)
     try:
-        record = wait_for_stage(fast_project, "latency")
-        pid = next(s for s in record["stages"] if s["name"] == "start")["details"]["pid"]
-        os.kill(pid, signal.SIGKILL)
-        _, stderr = process.communicate(timeout=60)
+        yield process, stage_details(wait_for_stage(project, "latency"), "start")
     finally:
         if process.poll() is None:
             process.kill()
+            process.wait(timeout=10)
+
+
+def test_killing_triton_during_latency_fails_that_stage(fast_project: Path,
+                                                       no_leftovers: Callable[[], None]) -> None:
+    with promoting_until_latency(fast_project) as (process, started):
+        os.kill(started["pid"], signal.SIGKILL)
+        _, stderr = process.communicate(timeout=60)
     assert process.returncode == 1
     assert "Traceback" not in stderr
     record = latest_record(fast_project)
@@ -103,18 +114,10 @@ def test_killing_triton_during_latency_fails_that_stage(fast_project: Path,
 
 def test_ctrl_c_tears_down_and_exits_130(fast_project: Path,
                                          no_leftovers: Callable[[], None]) -> None:
-    spec = fast_project / "serve.yaml"
-    spec.write_text(fast_spec(spec.read_text(), latency_duration="30s"))
-    process = start_cli(["promote", "staging"], fast_project)
-    try:
-        record = wait_for_stage(fast_project, "latency")
-        ports = next(s for s in record["stages"] if s["name"] == "start")["details"]["ports"]
-        pid = next(s for s in record["stages"] if s["name"] == "start")["details"]["pid"]
+    with promoting_until_latency(fast_project) as (process, started):
+        ports, pid = started["ports"], started["pid"]
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted" in stderr
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

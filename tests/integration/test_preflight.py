@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from pipeline.servers.ports import free_ports
-from tests.integration.conftest import S3Server, cli, servers_under
+from tests.support.cli import cli
+from tests.support.moto_s3 import S3Server
+from tests.support.processes import TRITON, processes_under
 
 LIMIT_S = 10
 
@@ -44,7 +46,7 @@ def refused(project: Path, args: list[str], env: dict[str, str] | None = None,
     runs = project / ".serve-pipeline" / "runs"
     assert not runs.exists() or list(runs.iterdir()) == []
     assert not (project / ".serve-pipeline" / "store").exists()
-    assert servers_under(project) == []
+    assert processes_under(project, TRITON) == []
     return result.returncode, lines
 
 

@@ -12,8 +12,8 @@ from pipeline.release.manifest import BlobSource, publish_release, utc_now
 from pipeline.release.pointers import move_pointer
 from pipeline.release.regression import live_release, live_release_gate
 from pipeline.release.store import open_store
-
-from .conftest import S3Server, cli, latest_record
+from tests.support.cli import cli, latest_record
+from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
 

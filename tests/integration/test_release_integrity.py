@@ -23,8 +23,8 @@ from pipeline.release.pointers import move_pointer
 from pipeline.release.store.s3 import S3Store
 from pipeline.release.store.s3_checksum import b64
 from pipeline.servers.ports import free_ports
-
-from .conftest import S3Server, cli
+from tests.support.cli import cli
+from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.record import RunRecord
 from pipeline.report.html import render_html
-from tests.htmldom import parse_html
+from tests.support.htmldom import parse_html
 
 pytestmark = pytest.mark.integration
 CHROMIUM = Path("/usr/bin/chromium")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import cli, latest_record
+from tests.support.cli import cli, latest_record
 
 pytestmark = pytest.mark.integration
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .conftest import S3Server, cli
+from tests.support.cli import cli
+from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
 
@@ -20,6 +22,11 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
                                              f"store: s3://{bucket}/ml/fraud"))
     env = s3_server.env
 
+    def history(environment: str) -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(cli(["history", environment, "--format", "json"],
+                                               fast_project, env=env).stdout)
+        return found
+
     first = cli(["promote", "staging"], fast_project, env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     release = re.findall(r"^release (\S+)$", first.stdout, re.M)[-1]
@@ -30,26 +37,23 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
 
     refused = cli(["promote", "production"], fast_project, env=env)
     assert refused.returncode == 5 and "needs an approval" in refused.stderr
-    history = json.loads(cli(["history", "production", "--format", "json"], fast_project,
-                             env=env).stdout)
-    assert history["current"] is None and history["events"] == []
+    assert history("production") == {"environment": "production", "current": None,
+                                     "events": []}
 
     approved = cli(["approve", release, "--env", "production", "--by", "rita", "--yes"],
                    fast_project, env=env)
     assert approved.returncode == 0, approved.stderr
     moved = cli(["promote", "production"], fast_project, env=env)
     assert moved.returncode == 0, moved.stderr
-    history = json.loads(cli(["history", "production", "--format", "json"], fast_project,
-                             env=env).stdout)
-    assert history["current"] == release
-    assert history["events"][0]["approved_by"] == ["rita"]
+    production = history("production")
+    assert production["current"] == release
+    assert production["events"][0]["approved_by"] == ["rita"]
 
     second = cli(["promote", "staging"], fast_project, env=env)
     assert second.returncode == 0, second.stderr
     back = cli(["rollback", "staging"], fast_project, env=env)
     assert back.returncode == 0, back.stderr
-    staging = json.loads(cli(["history", "staging", "--format", "json"], fast_project,
-                             env=env).stdout)
+    staging = history("staging")
     assert staging["current"] == release
     assert [e["action"] for e in staging["events"]] == ["promote", "promote", "rollback"]
     audit = [o["Key"] for o in s3_server.client().list_objects_v2(

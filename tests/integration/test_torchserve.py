@@ -9,51 +9,23 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from pipeline.errors import ServerError
 from pipeline.servers.ports import free_ports
 from pipeline.servers.torchserve.server import TorchServeKind
 from pipeline.spec.loading import load_spec
-
-from .conftest import cli, latest_record
+from tests.support.cli import cli, latest_record
+from tests.support.processes import TORCHSERVE, processes_under
+from tests.support.specs import TORCHSERVE_FAST_STAGES, torchserve_spec
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-
-FAST = """
-stages:
-  readiness: {timeout: 180s}
-  parity: {data: ../mlp/samples.npz}
-  failure: {}
-  latency: {concurrency: 8, warmup: 1s, duration: 3s, stability: {windows: 2, max_windows: 2}}
-  saturation: {max_concurrency: 4, probe_duration: 1s,
-               burst: {rate: 100/s, duration: 500ms, settle: 250ms}}
-"""
-
 
 @pytest.fixture
 def ts_project(project: Path) -> Path:
-    example = (REPO / "examples" / "torchserve" / "serve.yaml").read_text()
-    head, _, tail = example.partition("\nstages:\n")
-    _, _, publish = tail.partition("\npublish:\n")
     folder = project / "examples" / "torchserve"
-    (folder / "serve.yaml").write_text(head + "\n" + FAST + "\npublish:\n" + publish)
+    (folder / "serve.yaml").write_text(torchserve_spec(TORCHSERVE_FAST_STAGES))
     return folder
-
-
-def torchserve_processes(folder: Path) -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter(["cmdline", "cwd"]):
-        try:
-            text = " ".join(process.info["cmdline"] or []) + " " + (process.info["cwd"] or "")
-        except (psutil.Error, TypeError):
-            continue
-        if str(folder) in text and ("org.pytorch.serve" in text or "model_service_worker" in text
-                                    or "torchserve" in text):
-            found.append(process)
-    return found
 
 
 def test_promote_with_torchserve_batches_and_leaves_nothing(ts_project: Path) -> None:
@@ -83,7 +55,7 @@ def test_promote_with_torchserve_batches_and_leaves_nothing(ts_project: Path) ->
     assert not list(run_dir.rglob("key_file.json"))
     assert not list(run_dir.rglob(".model_server.pid"))
     assert not (ts_project / "key_file.json").exists()
-    assert torchserve_processes(ts_project) == []
+    assert processes_under(ts_project, TORCHSERVE) == []
 
 
 def test_an_eager_model_serves_with_parity(ts_project: Path) -> None:
@@ -98,7 +70,7 @@ def test_an_eager_model_serves_with_parity(ts_project: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     parity = next(s for s in latest_record(ts_project)["stages"] if s["name"] == "parity")
     assert parity["metrics"]["parity_mismatched"] == 0 and parity["metrics"]["parity_elements"] > 0
-    assert torchserve_processes(ts_project) == []
+    assert processes_under(ts_project, TORCHSERVE) == []
 
 
 def test_a_reproducible_mar(ts_project: Path, tmp_path: Path) -> None:
@@ -165,4 +137,4 @@ def test_a_handler_that_fails_at_load_fails_readiness(ts_project: Path) -> None:
     assert "readiness" in result.stderr and "Failed to load model" in result.stderr
     record = latest_record(ts_project)
     assert [s["status"] for s in record["stages"]][2] == "failed"
-    assert torchserve_processes(ts_project) == []
+    assert processes_under(ts_project, TORCHSERVE) == []

@@ -4,7 +4,7 @@ it did wrong, printed as a single line at the end of the run:
     reliability: faults=N kills=N crashes=N bad_inputs=N secrets_leaked=N inconsistencies=N
 
 Tests take the `tally` fixture and count with `tally.add("faults", n)`. The moto server
-(`s3_server`, `s3_env`) is the integration suite's, re-exported here unchanged.
+(`s3_server`, `s3_env`) comes from tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import threading
 
 import pytest
 
-from tests.integration.conftest import S3Server, s3_env, s3_server
-from tests.reliability.refusals import matrix_of
+from tests.support.refusals import matrix_of
 
-__all__ = ["KINDS", "S3Server", "Tally", "s3_env", "s3_server", "tally"]
+__all__ = ["KINDS", "Tally", "tally"]
 
 KINDS = ("faults", "kills", "crashes", "bad_inputs", "secrets_leaked", "inconsistencies")
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import cli
-from tests.reliability.conftest import S3Server
-from tests.reliability.refusals import (
+from tests.support.cli import cli
+from tests.support.moto_s3 import S3Server
+from tests.support.refusals import (
     TIGHT_SLO,
     GateVerdict,
     Matrix,

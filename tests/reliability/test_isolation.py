@@ -8,22 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import start_cli
+from tests.support.cli import start_cli
+from tests.support.specs import quick_torchserve_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
-REPO = Path(__file__).resolve().parents[2]
-
-# Two TorchServes on 2 cores answer few requests in 2 s: too few for a p99 bound, which
-# this test (about isolation, not latency) accepts as inconclusive.
-QUICK = """
-stages:
-  readiness: {timeout: 240s}
-  parity: {data: ../mlp/samples.npz}
-  failure: {probes: [wrong_shape, unknown_model]}
-  latency: {concurrency: 2, warmup: 500ms, duration: 2s,
-            verdict: {accept_inconclusive: true}}
-  saturation: {enabled: false}
-"""
 
 
 def torchserve_project(project: Path, name: str) -> Path:
@@ -31,11 +19,8 @@ def torchserve_project(project: Path, name: str) -> Path:
     folder = project / "examples" / name
     shutil.copytree(project / "examples" / "torchserve", folder,
                     ignore=shutil.ignore_patterns(".serve-pipeline"))
-    text = (REPO / "examples" / "torchserve" / "serve.yaml").read_text()
-    head, _, tail = text.partition("\nstages:\n")
-    _, _, publish = tail.partition("\npublish:\n")
-    head = head.replace("name: fraud-mlp-torchserve", f"name: {name}")
-    (folder / "serve.yaml").write_text(head + "\n" + QUICK + "\npublish:\n" + publish)
+    (folder / "serve.yaml").write_text(
+        quick_torchserve_spec(name, failure="{probes: [wrong_shape, unknown_model]}"))
     return folder
 
 

@@ -9,28 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import S3Server, start_cli
 from tests.reliability.conftest import Tally
+from tests.support.cli import start_cli
+from tests.support.moto_s3 import S3Server
+from tests.support.specs import quick_torchserve_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
-REPO = Path(__file__).resolve().parents[2]
-
-QUICK = """
-stages:
-  readiness: {timeout: 240s}
-  parity: {data: ../mlp/samples.npz}
-  failure: {}
-  latency: {concurrency: 2, warmup: 500ms, duration: 2s}
-  saturation: {max_concurrency: 2, probe_duration: 500ms}
-"""
 
 
 def test_no_secret_leaves_the_process(project: Path, s3_server: S3Server, tally: Tally) -> None:
     bucket = s3_server.new_bucket()
     folder = project / "examples" / "torchserve"
-    text = (REPO / "examples" / "torchserve" / "serve.yaml").read_text()
-    head, _, _ = text.partition("\nstages:\n")
-    (folder / "serve.yaml").write_text(head + "\n" + QUICK + f"\npublish:\n  store: s3://{bucket}/rel\n")
+    (folder / "serve.yaml").write_text(quick_torchserve_spec(publish=f"  store: s3://{bucket}/rel\n"))
     planted_secret = "S3cr3t-" + secrets.token_hex(16)
     planted_key_id = "AKIA" + secrets.token_hex(8).upper()
     # moto accepts any credentials; these are the values that must not leak.

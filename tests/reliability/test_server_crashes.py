@@ -13,8 +13,9 @@ import psutil
 import pytest
 
 from pipeline.servers.ports import port_is_bound
-from tests.integration.conftest import fast_spec, start_cli
 from tests.reliability.conftest import Tally
+from tests.support.cli import start_cli
+from tests.support.specs import fast_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 REPO = Path(__file__).resolve().parents[2]

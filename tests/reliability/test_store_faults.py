@@ -24,9 +24,9 @@ from pipeline.release.manifest import BlobSource, list_releases, publish_release
 from pipeline.release.pointers import Pointer, move_pointer, read_pointer, rollback, rollback_target
 from pipeline.release.store.s3 import S3Store
 from pipeline.release.verify import verify_store
-
-from .conftest import S3Server, Tally
-from .faultproxy import FaultProxy, FaultRule, read_body, read_chunked, read_head
+from tests.reliability.conftest import Tally
+from tests.support.faultproxy import FaultProxy, FaultRule, read_body, read_chunked, read_head
+from tests.support.moto_s3 import S3Server
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 

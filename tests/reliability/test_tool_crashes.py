@@ -1,6 +1,6 @@
 """Crashes of the tool: SIGKILL a release writer at random points, then check the store.
 
-A driver (tests/reliability/crash_driver.py) publishes releases and moves an
+A driver (tests/support/crash_driver.py) publishes releases and moves an
 environment pointer in a loop, against a local store and against S3 (moto over
 HTTP). It is killed with SIGKILL at seeded random points, 20 times per store kind.
 After every kill `store verify` must find nothing wrong: every manifest's blobs
@@ -42,11 +42,11 @@ from pipeline.release.store import open_store
 from pipeline.release.store.base import Store
 from pipeline.release.store.local import LocalStore
 from pipeline.release.verify import verify_store
-from tests.integration.conftest import S3Server
+from tests.support.moto_s3 import S3Server
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
-DRIVER = Path(__file__).resolve().parent / "crash_driver.py"
+DRIVER = Path(__file__).resolve().parents[1] / "support" / "crash_driver.py"
 NAME = "crashy"
 ENVIRONMENT = "staging"
 KILLS = 20

@@ -10,42 +10,16 @@ import pytest
 from pipeline.digest import sha256_bytes
 from pipeline.errors import PolicyError, StoreError
 from pipeline.release.identity import acting_identity, claimed_name, names_of
-from pipeline.release.manifest import BlobSource, publish_release, utc_now
-from pipeline.release.pointers import move_pointer, read_pointer
+from pipeline.release.pointers import read_pointer
 from pipeline.release.promotion import approvals, approve, promote_existing
-from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
 from pipeline.spec.loading import load_spec
-
-NAME = "fraud-mlp"
-POLICY = "requires: [staging]\napproval: {required: true, distinct_from_creator: true}\n"
-
-
-def policy_store(project: Path) -> LocalStore:
-    """The project's local store, with production requiring staging and a second person's
-    approval."""
-    (project / "environments" / "production.yaml").write_text(POLICY)
-    opened = open_store("file://.serve-pipeline/store", project)
-    assert isinstance(opened, LocalStore)
-    return opened
+from tests.support.policy import NAME, audit, policy_store, staged
 
 
 @pytest.fixture
 def store(project: Path) -> LocalStore:
     return policy_store(project)
-
-
-def staged(store: LocalStore, payload: bytes, creator: str = "alice") -> str:
-    source = BlobSource("model", None, payload, sha256_bytes(payload))
-    body = {"run_id": "r", "created_by": creator,
-            "created_by_actor": {"user": f"{creator}@build-host", "via": "local"}}
-    release = publish_release(store, NAME, [source], body, utc_now()).release_id
-    move_pointer(store, NAME, "staging", release, "promote", "ci")
-    return release
-
-
-def audit(store: LocalStore) -> list[str]:
-    return store.list(f"audit/{NAME}/")
 
 
 def test_identity_inside_and_outside_github_actions() -> None:

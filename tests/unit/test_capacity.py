@@ -6,34 +6,29 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from pipeline.gates.order_stats import quantile_ranks, samples_for_upper_bound
-from pipeline.measure.capacity import (
-    Limits,
-    SearchSettings,
-    StepMeasurement,
-    StepOutcome,
-    find_capacity,
-    judge,
-)
+from pipeline.measure import capacity
+from pipeline.measure.capacity import find_capacity, judge
 from pipeline.measure.drain import Drained, until_prompt
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop
 from pipeline.servers.base import HttpRequest
 from pipeline.spec.models import SloSpec
 from stages.saturation import _capacity_gate, step_in_flight
+from tests.support.http_server import serving
 
-LIMITS = Limits(slo_p99_ms=50.0, error_rate=0.001)
+LIMITS = capacity.Limits(slo_p99_ms=50.0, error_rate=0.001)
 
 
 def measured(rate: float, p99: float = 5.0, first: float = 2.0, second: float = 2.2,
              samples: int = 1000, errors: float = 0.0, drain: float = 0.003,
-             client_bound: bool = False, duration_s: float = 1.0) -> StepMeasurement:
+             client_bound: bool = False, duration_s: float = 1.0) -> capacity.StepMeasurement:
     # From the actual send, a late client's step looks fine: the lag is all the client's.
-    return StepMeasurement(rate, duration_s, p99, first, second, errors, samples, drain, 0.1,
-                           client_bound, from_send_p99_ms=4.0)
+    return capacity.StepMeasurement(rate, duration_s, p99, first, second, errors, samples,
+                                    drain, 0.1, client_bound, from_send_p99_ms=4.0)
 
 
 class FakeClock:
@@ -50,7 +45,7 @@ def queue(capacity_rps: float, clock: FakeClock, calls: list[float],  # type: ig
           hold_capacity_rps: float | None = None):
     """An M/D/1-like server: fine below `capacity_rps`, a growing backlog above it. A hold
     (a step longer than 1 s) sees `hold_capacity_rps`: slow growth that 1 s cannot show."""
-    def step(rate: float, duration_s: float, hold: bool = False) -> StepOutcome:
+    def step(rate: float, duration_s: float, hold: bool = False) -> capacity.StepOutcome:
         calls.append(rate)
         clock.now += duration_s
         if duration_s > 1.0 and hold_capacity_rps is not None:
@@ -59,7 +54,7 @@ def queue(capacity_rps: float, clock: FakeClock, calls: list[float],  # type: ig
             capacity_rps_now = capacity_rps
         return outcome(rate, duration_s, capacity_rps_now)
 
-    def outcome(rate: float, duration_s: float, capacity_rps: float) -> StepOutcome:
+    def outcome(rate: float, duration_s: float, capacity_rps: float) -> capacity.StepOutcome:
         if rate <= capacity_rps:
             return judge(measured(rate, duration_s=duration_s), LIMITS)
         backlog_s = (rate / capacity_rps - 1) * duration_s
@@ -83,8 +78,8 @@ def settler(clock: FakeClock, seconds: float = 0.25, drains: bool = True,
 
 
 def settings(budget_s: float = 30, step_s: float = 1.0, hold_s: float = 3.0,
-             timeout_s: float = 0.2) -> SearchSettings:
-    return SearchSettings(budget_s, step_s, hold_s, timeout_s)
+             timeout_s: float = 0.2) -> capacity.SearchSettings:
+    return capacity.SearchSettings(budget_s, step_s, hold_s, timeout_s)
 
 
 def test_starts_below_the_knee_and_bisects_to_a_confirmed_capacity() -> None:
@@ -178,7 +173,7 @@ def test_no_rate_confirmed_within_the_budget_is_unknown_not_zero() -> None:
     clock = FakeClock()
     slo = SloSpec.model_validate({"p99": "50ms", "min_throughput": "100/s"})
 
-    def late(rate: float, duration_s: float, hold: bool = False) -> StepOutcome:
+    def late(rate: float, duration_s: float, hold: bool = False) -> capacity.StepOutcome:
         clock.now += duration_s
         return judge(measured(rate, p99=80.0, client_bound=True), LIMITS)
 
@@ -200,7 +195,7 @@ def test_missing_the_slo_at_every_rate_tried_fails_the_gate() -> None:
     clock = FakeClock()
     slo = SloSpec.model_validate({"p99": "50ms", "min_throughput": "100/s"})
 
-    def slow(rate: float, duration_s: float, hold: bool = False) -> StepOutcome:
+    def slow(rate: float, duration_s: float, hold: bool = False) -> capacity.StepOutcome:
         clock.now += duration_s
         return judge(measured(rate, p99=80.0), LIMITS)
 
@@ -220,7 +215,7 @@ def test_missing_the_slo_at_every_rate_tried_fails_the_gate() -> None:
 def test_a_client_bound_step_is_not_judged_and_stops_the_search() -> None:
     clock = FakeClock()
 
-    def step(rate: float, duration_s: float, hold: bool = False) -> StepOutcome:
+    def step(rate: float, duration_s: float, hold: bool = False) -> capacity.StepOutcome:
         clock.now += duration_s
         late = rate > 1200
         return judge(measured(rate, p99=80.0 if late else 5.0, client_bound=late), LIMITS)
@@ -238,7 +233,7 @@ def test_a_client_bound_step_is_not_judged_and_stops_the_search() -> None:
 
 
 def test_a_step_passes_on_the_p99_upper_bound_not_its_point_estimate() -> None:
-    def bounded(low: float | None, high: float | None) -> StepMeasurement:
+    def bounded(low: float | None, high: float | None) -> capacity.StepMeasurement:
         return replace(measured(100.0, p99=45.0), p99_interval_ms=(low, high))
 
     # A bracketing step only locates the capacity: its point estimate decides.
@@ -257,7 +252,7 @@ def test_a_hold_is_long_enough_for_its_p99_bound() -> None:
     needed = samples_for_upper_bound(0.99, 0.95)
     assert quantile_ranks(needed, 0.99, 0.95)[1] <= needed - 2
     assert quantile_ranks(needed - 1, 0.99, 0.95)[1] > needed - 3
-    held = SearchSettings(budget_s=30.0, step_s=1.0, hold_s=3.0, step_timeout_s=0.2,
+    held = capacity.SearchSettings(budget_s=30.0, step_s=1.0, hold_s=3.0, step_timeout_s=0.2,
                           hold_min_samples=needed)
     assert held.hold_duration(10_000.0) == 3.0
     assert held.hold_duration(100.0) == pytest.approx(1.2 * needed / 100.0)
@@ -311,8 +306,8 @@ def test_each_criterion_fails_a_step() -> None:
     assert judge(measured(100.0, client_bound=True), LIMITS).passed
     late_miss = judge(measured(100.0, p99=51.0, client_bound=True), LIMITS)
     assert late_miss.verdict == "client_bound" and "not judged" in late_miss.reason
-    overloaded = judge(StepMeasurement(100.0, 1.0, 300.0, 50.0, 200.0, 0.0, 1000, 0.3, 20.0,
-                                       True, from_send_p99_ms=280.0), LIMITS)
+    overloaded = judge(capacity.StepMeasurement(100.0, 1.0, 300.0, 50.0, 200.0, 0.0, 1000, 0.3,
+                                                20.0, True, from_send_p99_ms=280.0), LIMITS)
     assert overloaded.verdict == "fail" and "the server's" in overloaded.reason
     # Jitter of a fraction of a millisecond on a fast model is not a growing queue.
     assert judge(measured(100.0, first=0.4, second=1.2), LIMITS).passed
@@ -345,15 +340,8 @@ class _Delayed(BaseHTTPRequestHandler):
 def delayed() -> Iterator[str]:
     # A stdlib server on loopback stands for a server that answers late on demand, which a
     # real Triton does not do within a unit test's time.
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Delayed)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Delayed) as url:
+        yield url
 
 
 def _request(base: str, delay_ms: int) -> HttpRequest:

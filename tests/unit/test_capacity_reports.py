@@ -14,7 +14,7 @@ from pipeline.release.regression import regression_gates
 from pipeline.report.formats import render
 from pipeline.report.html import render_html
 from pipeline.spec.models import RegressionStage
-from tests.htmldom import parse_html
+from tests.support.htmldom import parse_html
 
 DATA = Path(__file__).resolve().parent / "data"
 typed = RunRecord.from_json

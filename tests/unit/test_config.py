@@ -31,6 +31,13 @@ def example_with(project: Path, old: str, new: str) -> Path:
     return path
 
 
+def example_plus(project: Path, lines: str) -> Path:
+    """The example spec with `lines` appended at its top level."""
+    path = project / "serve.yaml"
+    path.write_text(path.read_text() + lines)
+    return path
+
+
 def line_of(path: Path, needle: str) -> int:
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if needle in line:
@@ -67,9 +74,7 @@ def test_unknown_key_suggests_the_nearest(project: Path) -> None:
 
 
 def test_unknown_top_level_key_lists_valid_keys(project: Path) -> None:
-    path = project / "serve.yaml"
-    path.write_text(path.read_text() + "zzz_totally_unrelated: 1\n")
-    [issue] = issues_of(path)
+    [issue] = issues_of(example_plus(project, "zzz_totally_unrelated: 1\n"))
     assert "unknown key 'zzz_totally_unrelated'" in issue and "valid keys:" in issue
 
 
@@ -116,9 +121,7 @@ def test_an_unknown_policy_key_is_named_where_it_stands(project: Path) -> None:
 
 
 def test_environment_only_keys_are_refused_in_the_spec(project: Path) -> None:
-    path = project / "serve.yaml"
-    path.write_text(path.read_text() + "requires: [staging]\n")
-    [issue] = issues_of(path)
+    [issue] = issues_of(example_plus(project, "requires: [staging]\n"))
     assert "belongs in an environment overlay" in issue
 
 

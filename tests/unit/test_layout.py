@@ -4,6 +4,8 @@ cycle among the modules of `pipeline` and `stages`, and only the runner imports 
 from __future__ import annotations
 
 import ast
+import pkgutil
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,3 +104,46 @@ def test_every_reliability_module_carries_the_marker() -> None:
     unmarked = [path.name for path in sorted((REPO / "tests" / "reliability").glob("test_*.py"))
                 if "pytest.mark.reliability" not in path.read_text(encoding="utf-8")]
     assert unmarked == []
+
+
+TEST_FOLDERS = ("unit", "integration", "reliability")
+
+
+def folders_imported(path: Path, home: str | None) -> set[str]:
+    """The test folders (other than `home`) whose modules `path` imports."""
+    folders: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 1:
+                continue  # its own folder
+            names = [f"tests.{node.module or ''}" if node.level == 2 else node.module or ""]
+        else:
+            continue
+        for parts in (name.split(".") for name in names):
+            if parts[0] == "tests" and len(parts) > 1 and parts[1] in TEST_FOLDERS:
+                folders.add(parts[1])
+    return folders - {home} if home else folders
+
+
+def test_shared_test_helpers_live_in_tests_support() -> None:
+    """A test folder takes another folder's code only through tests/support, which imports
+    no test folder and holds no tests (helpers beside the tests, not among them)."""
+    tests = REPO / "tests"
+    crossings = {}
+    for path in sorted(tests.rglob("*.py")):
+        parts = path.relative_to(tests).parts
+        home = parts[0] if len(parts) > 1 and parts[0] in TEST_FOLDERS else None
+        if folders := folders_imported(path, home):
+            crossings[path.relative_to(REPO).as_posix()] = sorted(folders)
+    assert crossings == {}
+    assert sorted(p.name for p in (tests / "support").glob("test_*.py")) == []
+
+
+def test_no_support_module_shadows_another_module() -> None:
+    """tests/support/crash_driver.py runs by path, which puts tests/support first on
+    sys.path: a helper named like a module it imports (http, moto) would replace it."""
+    helpers = {path.stem for path in (REPO / "tests" / "support").glob("*.py")}
+    taken = set(sys.stdlib_module_names) | {module.name for module in pkgutil.iter_modules()}
+    assert sorted(helpers & taken) == []

@@ -31,7 +31,7 @@ from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
 from pipeline.report.formats import render
 from pipeline.results import Status
-from tests.htmldom import parse_html
+from tests.support.htmldom import parse_html
 
 DATA = Path(__file__).resolve().parent / "data"
 FORMATS = ("terminal", "json", "html", "svg", "markdown")

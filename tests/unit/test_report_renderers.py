@@ -17,7 +17,7 @@ from pipeline.report import charts
 from pipeline.report.compare import compare
 from pipeline.report.html import render_html
 from pipeline.report.markdown import render_markdown
-from tests.htmldom import Node, parse_html
+from tests.support.htmldom import Node, parse_html
 
 DATA = Path(__file__).resolve().parent / "data"
 HOSTILE = "<script>alert(1)</script>"

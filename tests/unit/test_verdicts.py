@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from fractions import Fraction
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from hdrh.histogram import HdrHistogram
@@ -20,6 +20,7 @@ from pipeline.measure.loadgen import LoadResult, closed_loop, new_histogram
 from pipeline.measure.stability import measure_until_decided, merge
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import HttpRequest
+from tests.support.http_server import serving
 
 
 def exact_ranks(n: int, q: float, c: float) -> tuple[int, int]:
@@ -180,12 +181,8 @@ class _Flaky(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def flaky_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/infer"
-    server.shutdown()
-    server.server_close()
+    with serving(_Flaky) as url:
+        yield f"{url}/infer"
 
 
 def test_failed_and_timed_out_requests_count_at_the_timeout(flaky_url: str) -> None:

@@ -6,12 +6,13 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from pipeline.measure.http_client import WireError, WirePool, encode_request
 from pipeline.servers.base import HttpRequest
+from tests.support.http_server import serving
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -57,12 +58,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_Handler) as url:
+        yield url
 
 
 def test_encoding_keeps_the_body_and_headers() -> None:

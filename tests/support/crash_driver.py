@@ -1,6 +1,6 @@
 """A release-store writer to kill: publish releases and move a pointer, in a loop.
 
-Run as ``python -m tests.reliability.crash_driver --store URL`` or by path. Every
+Run as ``python -m tests.support.crash_driver --store URL`` or by path. Every
 iteration publishes a release (two small blobs, one of them the same every time so
 the "already present" path runs too, and one of a few MB written from a file so the
 write takes measurable time), promotes it, and every second iteration rolls the

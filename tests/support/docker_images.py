@@ -38,6 +38,8 @@ from typing import IO, Any
 import docker  # type: ignore[import-untyped, unused-ignore]
 import docker.errors  # type: ignore[import-untyped, unused-ignore]
 
+from pipeline.digest import sha256_file
+
 SUITE = "bookworm"
 # python3 (not python3-minimal: that one has no json/email/http); libpython3.11 because the
 # python backend stub links libpython3.11.so.1.0 (its other needs, libstdc++6, libexpat1 and
@@ -262,17 +264,9 @@ def _debian_rootfs(cache: Path) -> Path:
     return tarball
 
 
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _import_rootfs(client: docker.DockerClient, tarball: Path) -> str:
     """`docker import` of the rootfs as serve-pipeline/debian-python:<suite>-<digest>."""
-    reference = f"serve-pipeline/debian-python:{SUITE}-{_file_digest(tarball)[:12]}"
+    reference = f"serve-pipeline/debian-python:{SUITE}-{sha256_file(tarball)[:12]}"
     try:
         client.images.get(reference)
         return reference

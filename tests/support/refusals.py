@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import cli, fast_spec, latest_record
+from tests.support.cli import cli, latest_record
+from tests.support.specs import fast_spec
 
 REPO = Path(__file__).resolve().parents[2]
 VERDICTS = ("refused", "wrong_reason", "not_refused")
