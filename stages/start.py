@@ -34,7 +34,9 @@ def run(ctx: RunContext) -> StageResult:
                                        f"serve-pipeline-{spec.name}-{ctx.run_id}")
     else:
         server = kind.launch(ctx.loaded, artifact, ports, ctx.run_dir, ctx.env)
-    ctx.resources.callback(server.stop)
+    # `with server:` split over two stages: started here, waited for by readiness, and
+    # stopped when the run's resources close (its __exit__, however the run ends).
+    ctx.resources.push(server)
     server.start()
     ctx.server = server
     deadline = time.monotonic() + EARLY_EXIT_WATCH_S
