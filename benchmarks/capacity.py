@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -38,8 +37,7 @@ from benchmarks.slow_net import SlowNet  # noqa: E402
 from pipeline.measure.drain import until_prompt  # noqa: E402
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop  # noqa: E402
 from pipeline.model.tensors import load_samples, take  # noqa: E402
-from pipeline.servers.ports import free_ports  # noqa: E402
-from pipeline.servers.triton.server import TritonKind  # noqa: E402
+from pipeline.servers import serving  # noqa: E402
 from pipeline.spec.loading import load_spec  # noqa: E402
 from stages.saturation import STEP_TIMEOUT_SLO_MULTIPLE, step_in_flight  # noqa: E402
 
@@ -95,15 +93,7 @@ def remeasure(project: Path, spec: Path, model_file: Path, rate: float,
     (TorchScript and ONNX Runtime are slow on the first batches of a new size).
     """
     loaded = load_spec(spec)
-    kind = TritonKind()
-    folder = project / "remeasure"
-    folder.mkdir()
-    artifact = kind.build(loaded, model_file, folder)
-    ports = dict(zip(kind.port_names, free_ports(len(kind.port_names)), strict=True))
-    server = kind.launch(loaded, artifact, ports, folder, dict(os.environ))
-    server.start()
-    try:
-        server.wait_ready(120)
+    with serving(loaded, project / "remeasure", model_file=model_file) as server:
         samples = load_samples(loaded.spec.model, loaded.spec.stages.parity, loaded.workspace)
         target = server.infer_request(take(samples, 1))
         timeout_s, in_flight = STEP_TIMEOUT_SLO_MULTIPLE * slo_s, step_in_flight(rate, slo_s)
@@ -113,8 +103,6 @@ def remeasure(project: Path, spec: Path, model_file: Path, rate: float,
         outcome = asyncio.run(open_loop(target, [Phase("steady", rate, 10.0)], timeout_s,
                                         max_in_flight=in_flight,
                                         hard_end=HardEnd(10.0 + timeout_s, 10.0)))
-    finally:
-        server.stop()
     steady = outcome.phases["steady"]
     return {"p99_ms": steady.percentile_ms(99), "error_rate": steady.error_rate,
             "samples": steady.histogram.get_total_count(), "client_bound": outcome.client_bound}

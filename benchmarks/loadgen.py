@@ -32,8 +32,6 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +43,8 @@ import numpy as np  # noqa: E402
 from benchmarks.stall_scenario import StallScenario  # noqa: E402
 from pipeline.measure.loadgen import Phase, closed_loop, open_loop  # noqa: E402
 from pipeline.model.tensors import load_samples, take  # noqa: E402
-from pipeline.servers.ports import free_ports  # noqa: E402
-from pipeline.servers.triton.server import TritonInstallation, TritonKind, TritonServer  # noqa: E402
+from pipeline.servers import serving  # noqa: E402
+from pipeline.servers.base import ModelServer  # noqa: E402
 from pipeline.spec.loading import load_spec  # noqa: E402
 
 WHEEL = "tritonclient-2.51.0-py3-none-manylinux1_x86_64.whl"
@@ -94,14 +92,15 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_pa(pa: list[str], args: list[str], folder: Path, server: TritonServer
+def run_pa(pa: list[str], args: list[str], folder: Path, server: ModelServer
            ) -> dict[str, float] | None:
     """One perf_analyzer run: its CSV row, CPU (from rusage) and requests (from the server)."""
     output = folder / f"pa-{time.monotonic_ns()}.csv"
-    before_cpu, before = children_cpu(), server.stats().success_count
+    before_cpu, before = children_cpu(), server.stats()
     completed = subprocess.run([*pa, *args, "-f", str(output), "--verbose-csv"],
                                capture_output=True, text=True)
-    cpu, requests = children_cpu() - before_cpu, server.stats().success_count - before
+    cpu = children_cpu() - before_cpu
+    requests = server.stats().since(before).window_metrics()["server_requests"]
     if completed.returncode != 0 or not output.exists():
         tail = (completed.stdout + completed.stderr).strip().splitlines()[-1:]
         print(f"  perf_analyzer exit {completed.returncode}: {' '.join(tail)}")
@@ -121,28 +120,11 @@ def run_ours(target: Any, concurrency: int) -> dict[str, float]:
             "cpu_per_1k": result.client_cpu_s / requests * 1e3 if requests else float("nan")}
 
 
-@contextmanager
-def triton(repository: Path | None, spec: Path, folder: Path) -> Iterator[TritonServer]:
-    loaded = load_spec(spec)
-    if repository is None:
-        artifact = TritonKind().build(loaded, loaded.resolve("examples/mlp/model.pt"), folder)
-        repository = artifact.serve_root
-    ports = dict(zip(("http", "grpc", "metrics"), free_ports(3), strict=True))
-    server = TritonServer(TritonInstallation.find(), repository, loaded, ports, folder,
-                          dict(os.environ))
-    server.start()
-    try:
-        server.wait_ready(120)
-        yield server
-    finally:
-        server.stop()
-
-
 def compare_generators(pa: list[str], folder: Path) -> list[dict[str, Any]]:
     rows = []
     loaded = load_spec(REPO / "serve.yaml.example")
     batch = take(load_samples(loaded.spec.model, loaded.spec.stages.parity, loaded.workspace), 1)
-    with triton(None, REPO / "serve.yaml.example", folder / "triton") as server:
+    with serving(loaded, folder / "triton") as server:
         for protocol in ("http", "grpc"):
             target = server.grpc_request(batch) if protocol == "grpc" else \
                 server.infer_request(batch)
@@ -182,9 +164,7 @@ def print_row(row: dict[str, Any]) -> None:
 
 def stall(pa: list[str], folder: Path) -> dict[str, float]:
     scenario = StallScenario()
-    spec = scenario.write_spec(folder)
-    repository = scenario.write_repository(folder)
-    with triton(repository, spec, folder / "stall-run") as server:
+    with scenario.serving(folder) as server:
         target = server.infer_request({"x": np.ones((1, 1), dtype=np.float32)})
         asyncio.run(closed_loop(target, 1, 0.5, 5.0))
         quiet = asyncio.run(closed_loop(target, 1, 1.0, 5.0))

@@ -9,11 +9,18 @@ predicted latencies come from replaying that queue.
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from pipeline.servers.ports import loopback_ports
+from pipeline.servers.triton.server import TritonInstallation, TritonKind, TritonServer
+from pipeline.spec.loading import load_spec
 
 MODEL_SOURCE = Path(__file__).parent / "stall_model" / "model.py"
 
@@ -61,3 +68,13 @@ class StallScenario:
             f'parameters {{key: "stall_every" value {{string_value: "{self.every}"}}}}\n'
             f'parameters {{key: "stall_s" value {{string_value: "{self.stall_s}"}}}}\n')
         return repository
+
+    @contextmanager
+    def serving(self, folder: Path) -> Iterator[TritonServer]:
+        """A ready tritonserver on loopback serving the hand-written repository."""
+        loaded = load_spec(self.write_spec(folder))
+        repository = self.write_repository(folder)
+        with TritonServer(TritonInstallation.find(), repository, loaded,
+                          loopback_ports(TritonKind.port_names), folder / "server",
+                          dict(os.environ)) as server:
+            yield server

@@ -41,7 +41,6 @@ class RunContext:
     approved_by: str | None = None
     build: BuiltArtifact | None = None
     server: ModelServer | None = None
-    cold_start_s: float | None = None
     results: list[StageResult] = field(default_factory=list)
     release_id: str | None = None
     model_source: ResolvedSource | None = None

@@ -14,7 +14,6 @@ def run(ctx: RunContext) -> StageResult:
     server = ctx.require_server()
     timeout = ctx.loaded.spec.stages.readiness.timeout
     cold_start = server.wait_ready(timeout.seconds)
-    ctx.cold_start_s = cold_start
     memory = process_tree_memory(server.process_tree())
     metrics = {"cold_start_s": cold_start,
                "cold_rss_mb": memory["server_rss_mb"]}

@@ -10,7 +10,7 @@ from pipeline.errors import ServerError
 from pipeline.results import StageResult, Status
 from pipeline.servers import server_kind
 from pipeline.servers.base import ModelServer
-from pipeline.servers.ports import free_ports, port_is_bound
+from pipeline.servers.ports import loopback_ports, port_is_bound
 from pipeline.servers.triton.container import ContainerTritonServer
 
 NAME = "start"
@@ -26,8 +26,7 @@ def run(ctx: RunContext) -> StageResult:
     for name, port in wanted.items():
         if port_is_bound(port):
             raise ServerError(f"server.ports.{name}: port {port} on 127.0.0.1 is already in use")
-    spare = iter(free_ports(len(kind.port_names)))
-    ports = {name: wanted.get(name) or next(spare) for name in kind.port_names}
+    ports = loopback_ports(kind.port_names, wanted)
     server: ModelServer
     if spec.server.runtime == "docker":
         assert ctx.docker is not None and ctx.image is not None
@@ -35,7 +34,9 @@ def run(ctx: RunContext) -> StageResult:
                                        f"serve-pipeline-{spec.name}-{ctx.run_id}")
     else:
         server = kind.launch(ctx.loaded, artifact, ports, ctx.run_dir, ctx.env)
-    ctx.resources.callback(server.stop)
+    # `with server:` split over two stages: started here, waited for by readiness, and
+    # stopped when the run's resources close (its __exit__, however the run ends).
+    ctx.resources.push(server)
     server.start()
     ctx.server = server
     deadline = time.monotonic() + EARLY_EXIT_WATCH_S

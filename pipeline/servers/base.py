@@ -6,10 +6,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from types import TracebackType
+from typing import Protocol, TypeVar
 
 import psutil
 
+from pipeline.errors import ServerError
 from pipeline.measure.grpc_client import GrpcRequest
 from pipeline.model.tensors import Array, Batch
 from pipeline.servers import http
@@ -57,6 +59,11 @@ class ServerStats(Protocol):
 
 
 class ModelServer(Protocol):
+    """One lifecycle for every server: the constructor creates nothing; `start()` creates
+    the server's files and starts it; `wait_ready()` waits (`wait_until_ready`, the one
+    readiness loop); `stop()` stops it (idempotent). As a context manager, `__enter__`
+    starts and waits (the spec's readiness timeout) and `__exit__` stops."""
+
     @property
     def kind(self) -> str: ...
 
@@ -93,6 +100,11 @@ class ModelServer(Protocol):
 
     def grpc_request(self, batch: Batch) -> GrpcRequest | None: ...
 
+    def __enter__(self) -> ModelServer: ...
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
 
 class ServerKind(Protocol):
     @property
@@ -108,7 +120,9 @@ class ServerKind(Protocol):
                 destination: Path) -> BuiltArtifact: ...
 
     def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
-               run_dir: Path, env: Mapping[str, str]) -> ModelServer: ...
+               run_dir: Path, env: Mapping[str, str]) -> ModelServer:
+        """The server for `artifact` on `ports`, not started: it creates nothing yet."""
+        ...
 
 
 def send(request: HttpRequest, timeout_s: float) -> http.Response:
@@ -116,12 +130,70 @@ def send(request: HttpRequest, timeout_s: float) -> http.Response:
                      timeout_s=timeout_s)
 
 
-class EndpointLifecycle:
-    """Start, stop and liveness of a server endpoint: a local process when we started one,
-    otherwise a server that must keep answering (and that is not ours to stop)."""
+class Startable(Protocol):
+    """What the readiness loop watches."""
 
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def started_at(self) -> float | None: ...
+
+    def alive(self) -> bool: ...
+
+    def is_ready(self, timeout_s: float = 2.0) -> bool: ...
+
+    def startup_failure(self) -> str | None: ...
+
+    def describe_death(self) -> str: ...
+
+    def log_excerpt(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ReadinessWords:
+    """How a kind's readiness errors name the server and what it did not reach."""
+
+    program: str         # "tritonserver died before it was ready: ..."
+    not_ready: str       # "tritonserver not ready within 120s ..."
+    poll_s: float
+
+
+def wait_until_ready(server: Startable, timeout_s: float, words: ReadinessWords) -> float:
+    """Seconds from the server's start (or from now, for a server we did not start) to
+    ready. ServerError saying why when it dies, keeps failing to start, or misses the
+    deadline."""
+    started = server.started_at if server.started_at is not None else time.monotonic()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not server.alive():
+            raise ServerError(f"{words.program} died before it was ready: "
+                              f"{server.describe_death()}")
+        failure = server.startup_failure()
+        if failure is not None:
+            raise ServerError(failure)
+        if server.is_ready(timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
+            return time.monotonic() - started
+        time.sleep(words.poll_s)
+    raise ServerError(f"{words.program} {words.not_ready} within {timeout_s:g}s "
+                      f"(model '{server.model_name}'); {server.log_excerpt()}")
+
+
+_Lifecycle = TypeVar("_Lifecycle", bound="EndpointLifecycle")
+
+
+class EndpointLifecycle:
+    """Start, readiness, stop and liveness of a server endpoint: a local process when we
+    started one, otherwise a server that must keep answering (and that is not ours to
+    stop). Subclasses that start something override `start`, `stop` and `alive`."""
+
+    WORDS: ReadinessWords
+    model_name: str
     process: ManagedProcess | None
+    started_at: float | None = None
     _answering: RemoteLiveness
+    # What `__enter__` waits for readiness: the spec's `stages.readiness.timeout`.
+    ready_timeout_s: float
 
     def start(self) -> None:
         """Nothing to start: the server is already running."""
@@ -136,6 +208,35 @@ class EndpointLifecycle:
 
     def process_tree(self) -> list[psutil.Process]:
         return self.process.tree() if self.process is not None else []
+
+    def is_ready(self, timeout_s: float = 2.0) -> bool:
+        raise NotImplementedError
+
+    def describe_death(self) -> str:
+        raise NotImplementedError
+
+    def log_excerpt(self) -> str:
+        raise NotImplementedError
+
+    def startup_failure(self) -> str | None:
+        """A reason to stop waiting although the server still runs (None: keep waiting)."""
+        return None
+
+    def wait_ready(self, timeout_s: float) -> float:
+        return wait_until_ready(self, timeout_s, self.WORDS)
+
+    def __enter__(self: _Lifecycle) -> _Lifecycle:
+        self.start()
+        try:
+            self.wait_ready(self.ready_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
 
 
 class RemoteLiveness:

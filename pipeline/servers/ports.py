@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping, Sequence
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -27,3 +28,11 @@ def port_is_bound(port: int, host: str = "127.0.0.1") -> bool:
         except OSError:
             return True
         return False
+
+
+def loopback_ports(names: Sequence[str], wanted: Mapping[str, int] | None = None
+                   ) -> dict[str, int]:
+    """A port for each name: the wanted one where given, else a free one on loopback."""
+    chosen = dict(wanted or {})
+    spare = iter(free_ports(sum(1 for name in names if not chosen.get(name))))
+    return {name: chosen.get(name) or next(spare) for name in names}

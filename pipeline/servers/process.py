@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,6 +38,8 @@ class ManagedProcess:
         self.env = dict(env)
         self.cwd = cwd
         self._popen: subprocess.Popen[bytes] | None = None
+        self._stopping = threading.Lock()
+        self._stopped = False
         self.started_at = 0.0
 
     def start(self) -> ManagedProcess:
@@ -85,9 +88,16 @@ class ManagedProcess:
             return []
 
     def stop(self, grace_s: float = 15.0) -> None:
-        """SIGTERM the group, wait up to `grace_s`, then SIGKILL whatever is left of it."""
-        if self._popen is None:
-            return
+        """SIGTERM the group, wait up to `grace_s`, then SIGKILL whatever is left of it.
+        Idempotent: a second call (from another thread too) returns once the first is done."""
+        with self._stopping:
+            if self._popen is None or self._stopped:
+                return
+            self._stop_group(grace_s)
+            self._stopped = True
+
+    def _stop_group(self, grace_s: float) -> None:
+        assert self._popen is not None
         members = self._group_members()
         if self._popen.poll() is None:
             self._signal_group(signal.SIGTERM)

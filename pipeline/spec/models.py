@@ -20,6 +20,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from pipeline import metric_names
+from pipeline.server_ports import port_names
 from pipeline.spec.units import (
     Duration,
     DurationField,
@@ -32,8 +33,8 @@ from pipeline.spec.units import (
 Dtype = Literal["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
                 "float64"]
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
-TRITON_PORTS = ("http", "grpc", "metrics")
-TORCHSERVE_PORTS = ("inference", "management", "metrics", "grpc_inference", "grpc_management")
+TRITON_PORTS = port_names("triton")
+TORCHSERVE_PORTS = port_names("torchserve")
 
 
 class StrictModel(BaseModel):

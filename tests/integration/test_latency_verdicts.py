@@ -14,24 +14,18 @@ import pytest
 from pipeline.context import RunContext
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
-from pipeline.servers.triton.server import TritonKind
-from pipeline.spec.loading import load_spec
 from pipeline.spec.models import LoadedSpec, Spec
 from stages import latency
 
 from .conftest import cli, latest_record
-from .test_measurement import REPO, started
+from .test_measurement import served_example
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ModelServer, LoadedSpec]]:
-    loaded = load_spec(REPO / "serve.yaml.example")
-    server = started(TritonKind(), loaded, REPO / "examples/mlp/model.pt",
-                     tmp_path_factory.mktemp("triton"))
-    yield server, loaded
-    server.stop()
+    yield from served_example("serve.yaml.example", tmp_path_factory.mktemp("triton"))
 
 
 def measure(triton: tuple[ModelServer, LoadedSpec], tmp_path: Path, slo: dict[str, Any],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,10 +13,9 @@ import pytest
 from benchmarks.stall_scenario import StallScenario
 from pipeline.measure.loadgen import Phase, closed_loop, open_loop, paced_sequential
 from pipeline.model.tensors import load_samples, take
+from pipeline.servers import serving
 from pipeline.servers.base import HttpRequest, ModelServer
-from pipeline.servers.ports import free_ports
-from pipeline.servers.torchserve.server import TorchServeKind
-from pipeline.servers.triton.server import TritonInstallation, TritonKind, TritonServer
+from pipeline.servers.triton.server import TritonServer
 from pipeline.spec.loading import load_spec
 from pipeline.spec.models import LoadedSpec
 
@@ -27,37 +25,22 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-def started(kind: TritonKind | TorchServeKind, loaded: LoadedSpec, model: Path,
-            folder: Path) -> ModelServer:
-    artifact = kind.build(loaded, model, folder)
-    ports = dict(zip(kind.port_names, free_ports(len(kind.port_names)), strict=True))
-    server = kind.launch(loaded, artifact, ports, folder, dict(os.environ))
-    server.start()
-    try:
-        server.wait_ready(180)
-    except BaseException:
-        server.stop()
-        raise
-    return server
+def served_example(spec: str, folder: Path) -> Iterator[tuple[ModelServer, LoadedSpec]]:
+    """A module fixture's body: the example spec's server, ready, and its spec."""
+    loaded = load_spec(REPO / spec)
+    with serving(loaded, folder) as server:
+        yield server, loaded
 
 
 @pytest.fixture(scope="module")
 def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ModelServer, LoadedSpec]]:
-    loaded = load_spec(REPO / "serve.yaml.example")
-    server = started(TritonKind(), loaded, REPO / "examples/mlp/model.pt",
-                     tmp_path_factory.mktemp("triton"))
-    yield server, loaded
-    server.stop()
+    yield from served_example("serve.yaml.example", tmp_path_factory.mktemp("triton"))
 
 
 @pytest.fixture(scope="module")
 def torchserve(tmp_path_factory: pytest.TempPathFactory
                ) -> Iterator[tuple[ModelServer, LoadedSpec]]:
-    loaded = load_spec(REPO / "examples/torchserve/serve.yaml")
-    server = started(TorchServeKind(), loaded, REPO / "examples/mlp/model.pt",
-                     tmp_path_factory.mktemp("ts"))
-    yield server, loaded
-    server.stop()
+    yield from served_example("examples/torchserve/serve.yaml", tmp_path_factory.mktemp("ts"))
 
 
 def one_item(server: ModelServer, loaded: LoadedSpec) -> dict[str, np.ndarray]:
@@ -127,18 +110,8 @@ SCENARIO = StallScenario()
 
 @pytest.fixture(scope="module")
 def stalling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
-    folder = tmp_path_factory.mktemp("stall")
-    loaded = load_spec(SCENARIO.write_spec(folder))
-    repository = SCENARIO.write_repository(folder)
-    ports = dict(zip(("http", "grpc", "metrics"), free_ports(3), strict=True))
-    server = TritonServer(TritonInstallation.find(), repository, loaded, ports, folder,
-                          dict(os.environ))
-    server.start()
-    try:
-        server.wait_ready(120)
+    with SCENARIO.serving(tmp_path_factory.mktemp("stall")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def align_to_stall(server: TritonServer, target: HttpRequest) -> None:

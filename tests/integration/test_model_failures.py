@@ -8,18 +8,18 @@ gate named for it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from pipeline import servers
 from pipeline.model.tensors import load_samples, take
 from pipeline.servers.base import ModelServer, send
-from pipeline.servers.ports import free_ports
-from pipeline.servers.torchserve.server import TorchServeKind, TorchServeServer
-from pipeline.servers.triton.server import TritonKind, TritonServer
+from pipeline.servers.torchserve.server import TorchServeServer
+from pipeline.servers.triton.server import TritonServer
 from pipeline.spec.loading import load_spec
 from pipeline.spec.models import LoadedSpec
 from tests.support.bad_models import BadModel, bad_model_spec, write_bad_model
@@ -52,25 +52,14 @@ def serving(folder: Path, model: BadModel) -> LoadedSpec:
 
 
 @pytest.fixture
-def started() -> Iterator[list[ModelServer]]:
-    servers: list[ModelServer] = []
-    yield servers
-    for server in servers:
-        server.stop()
+def started() -> Iterator[ExitStack]:
+    """The servers a test started, stopped after it."""
+    with ExitStack() as stack:
+        yield stack
 
 
-def start(kind: str, loaded: LoadedSpec, folder: Path, servers: list[ModelServer]
-          ) -> ModelServer:
-    server_kind = TritonKind() if kind == "triton" else TorchServeKind()
-    model_file = loaded.resolve(loaded.spec.model.source.path or "")
-    artifact = server_kind.build(loaded, model_file, folder / "build")
-    ports = dict(zip(server_kind.port_names, free_ports(len(server_kind.port_names)),
-                     strict=True))
-    server = server_kind.launch(loaded, artifact, ports, folder / "server", dict(os.environ))
-    servers.append(server)
-    server.start()
-    server.wait_ready(180)
-    return server
+def start(loaded: LoadedSpec, folder: Path, started: ExitStack) -> ModelServer:
+    return started.enter_context(servers.serving(loaded, folder))
 
 
 def measure_args(server: ModelServer) -> list[str]:
@@ -90,10 +79,10 @@ def model_processes(server: ModelServer) -> set[int]:
 
 @pytest.mark.parametrize("kind", ["triton", "torchserve"])
 def test_a_raising_model_fails_the_error_rate_gate_and_the_server_stays_up(
-        project: Path, tmp_path: Path, kind: str, started: list[ModelServer]) -> None:
+        project: Path, tmp_path: Path, kind: str, started: ExitStack) -> None:
     folder = spec_folder(project, kind)
     loaded = serving(folder, "raising")
-    server = start(kind, loaded, tmp_path, started)
+    server = start(loaded, tmp_path, started)
     before = model_processes(server)
     assert before
 
@@ -138,11 +127,11 @@ def test_parity_refuses_a_wrong_dtype_and_a_non_deterministic_model(
 
 
 def test_torchserve_serves_the_dtype_the_model_computes(project: Path,
-                                                        started: list[ModelServer],
+                                                        started: ExitStack,
                                                         tmp_path: Path) -> None:
     folder = spec_folder(project, "torchserve")
     loaded = serving(folder, "wrong_dtype")
-    server = start("torchserve", loaded, tmp_path, started)
+    server = start(loaded, tmp_path, started)
     samples = load_samples(loaded.spec.model, loaded.spec.stages.parity, loaded.workspace)
     reply = send(server.infer_request(take(samples, 2)), 10.0)
     assert reply.status == 200

@@ -6,8 +6,9 @@ import io
 import tarfile
 from pathlib import Path
 
+from pipeline.server_ports import PRODUCTION_PORTS
 from pipeline.servers.docker.images import ImageDigests, torchserve_context, triton_context
-from pipeline.servers.torchserve.properties import PRODUCTION_PORTS, render_properties
+from pipeline.servers.torchserve.properties import render_properties
 from pipeline.servers.triton.config import write_model_repository
 from pipeline.servers.triton.tensorrt import trtexec_argv
 from pipeline.spec.loading import load_spec
@@ -75,7 +76,8 @@ def test_torchserve_image_keeps_auth_and_loopback_management(project: Path,
                       "device: cpu": "device: gpu"})
     mar = tmp_path / "fraud-mlp.mar"
     mar.write_bytes(b"PK not really a zip")
-    config = render_properties(spec, PRODUCTION_PORTS, "model-store", loopback_only=False)
+    config = render_properties(spec, PRODUCTION_PORTS["torchserve"], "model-store",
+                               loopback_only=False)
     context = torchserve_context(spec, mar, config, DIGESTS)
     assert context.dockerfile.startswith("FROM pytorch/torchserve:0.12.0-gpu\n")
     assert "USER 1000:1000" in context.dockerfile

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.server_ports import PRODUCTION_PORTS
 from pipeline.servers.torchserve.properties import (
-    PRODUCTION_PORTS,
     check_properties,
     parse_properties,
     render_properties,
@@ -27,7 +27,8 @@ ServePipelineBatches{ModelName="m",Level="Model",BatchSize="4",Hostname="vm",} 5
 
 def test_properties_carry_the_spec_in_torchserves_units() -> None:
     spec = load_spec(REPO / "examples" / "torchserve" / "serve.yaml").spec
-    text = render_properties(spec, PRODUCTION_PORTS, "model-store", loopback_only=False)
+    text = render_properties(spec, PRODUCTION_PORTS["torchserve"], "model-store",
+                             loopback_only=False)
     properties = parse_properties(text)
     assert properties["management_address"] == "http://127.0.0.1:8081"
     assert properties["inference_address"] == "http://0.0.0.0:8080"
@@ -40,7 +41,8 @@ def test_properties_carry_the_spec_in_torchserves_units() -> None:
     assert check_properties(text, spec) == []
     exposed = text.replace("management_address=http://127.0.0.1", "management_address=http://0.0.0.0")
     assert any("loopback" in p for p in check_properties(exposed, spec))
-    run = render_properties(spec, dict.fromkeys(PRODUCTION_PORTS, 1234), "/s", loopback_only=True)
+    run = render_properties(spec, dict.fromkeys(PRODUCTION_PORTS["torchserve"], 1234), "/s",
+                            loopback_only=True)
     assert "0.0.0.0" not in run
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import io
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import psutil
@@ -98,9 +100,11 @@ class DockerEngine:
         runtimes = self.client.info().get("Runtimes", {})
         return "nvidia" in runtimes or Path("/dev/nvidiactl").exists()
 
-    def run(self, image: str, *, ports: Mapping[int, int], shm_size: str,
-            memory_limit: str | None, gpus: bool, command: list[str] | None,
-            log_path: Path, name: str, volumes: Mapping[str, str] | None = None) -> Container:
+    def container(self, image: str, *, ports: Mapping[int, int], shm_size: str,
+                  memory_limit: str | None, gpus: bool, command: list[str] | None,
+                  log_path: Path, name: str,
+                  volumes: Mapping[str, str] | None = None) -> Container:
+        """A container of `image`, not started: `start()` (or `with`) runs it."""
         import docker
 
         options: dict[str, Any] = {
@@ -117,20 +121,36 @@ class DockerEngine:
         if volumes:
             options["volumes"] = {host: {"bind": inside, "mode": "rw"}
                                   for host, inside in volumes.items()}
-        try:
-            container = self.client.containers.run(image, command, **options)
-        except docker.errors.APIError as exc:
-            raise ServerError(f"docker run of {image} failed: {_first_line(exc)}") from None
-        return Container(container, log_path)
+        return Container(self.client, image, command, options, log_path)
 
 
 class Container:
-    """A running container: liveness, exit, logs streamed to a file, stop and remove."""
+    """A container: run, liveness, exit, logs streamed to a file, stop and remove.
 
-    def __init__(self, container: Any, log_path: Path) -> None:
-        self.container = container
+    The constructor creates nothing; `start()` runs it; `stop()` (idempotent) stops and
+    removes it. As a context manager it starts on enter and is removed on exit."""
+
+    def __init__(self, client: Any, image: str, command: list[str] | None,
+                 options: Mapping[str, Any], log_path: Path) -> None:
+        self.client = client
+        self.image = image
+        self.command = command
+        self.options = dict(options)
         self.log_path = log_path
-        self.name = str(container.name)
+        self.name = str(options["name"])
+        self.started_at: float | None = None
+        self.container: Any = None
+        self._follow: threading.Thread | None = None
+
+    def start(self) -> None:
+        import docker
+
+        self.started_at = time.monotonic()
+        try:
+            self.container = self.client.containers.run(self.image, self.command,
+                                                         **self.options)
+        except docker.errors.APIError as exc:
+            raise ServerError(f"docker run of {self.image} failed: {_first_line(exc)}") from None
         self._follow = threading.Thread(target=self._stream_logs, daemon=True)
         self._follow.start()
 
@@ -141,6 +161,8 @@ class Container:
                 log.flush()
 
     def _state(self) -> dict[str, Any]:
+        if self.container is None:
+            return {"Running": False, "Status": "never started"}
         try:
             self.container.reload()
         except Exception:  # removed or the daemon went away: treat as not running
@@ -152,6 +174,8 @@ class Container:
         return bool(self._state().get("Running"))
 
     def describe_exit(self) -> str:
+        if self.container is None:
+            return "was never started"
         state = self._state()
         if state.get("Running"):
             return "still running"
@@ -173,11 +197,22 @@ class Container:
             return []
 
     def stop(self, grace_s: int = 15) -> None:
+        if self.container is None:
+            return
         with contextlib.suppress(Exception):
             self.container.stop(timeout=grace_s)
         with contextlib.suppress(Exception):
             self.container.remove(force=True)
-        self._follow.join(timeout=5)
+        if self._follow is not None:
+            self._follow.join(timeout=5)
+
+    def __enter__(self) -> Container:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
 
 
 def _first_line(exc: BaseException) -> str:

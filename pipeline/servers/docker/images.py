@@ -17,14 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.server_ports import PRODUCTION_PORTS
 from pipeline.spec.models import Spec
 
 # NVIDIA's Triton image runs as triton-server (uid 1000) and TorchServe's as
 # model-server (uid 1000): a numeric user works on any base, named or not.
 SERVING_USER = "1000:1000"
-TRITON_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
-TORCHSERVE_PORTS = {"inference": 8080, "management": 8081, "metrics": 8082,
-                    "grpc_inference": 7070, "grpc_management": 7071}
 TORCHSERVE_HOME = "/home/model-server"
 
 
@@ -95,7 +93,7 @@ def triton_context(spec: Spec, repository: Path, digests: ImageDigests) -> Build
         _label_lines(labels),
         f"COPY --chown={SERVING_USER} models/ /models/",
         f"USER {SERVING_USER}",
-        f"EXPOSE {' '.join(str(p) for p in TRITON_PORTS.values())}",
+        f"EXPOSE {' '.join(str(p) for p in PRODUCTION_PORTS['triton'].values())}",
         'ENTRYPOINT ["tritonserver"]',
         f"CMD {json.dumps(command)}",
     ]) + "\n"
@@ -118,7 +116,7 @@ def torchserve_context(spec: Spec, mar: Path, config_text: str,
         f"COPY --chown={SERVING_USER} config.properties {TORCHSERVE_HOME}/config.properties",
         f"WORKDIR {TORCHSERVE_HOME}",
         f"USER {SERVING_USER}",
-        f"EXPOSE {' '.join(str(p) for p in TORCHSERVE_PORTS.values())}",
+        f"EXPOSE {' '.join(str(p) for p in PRODUCTION_PORTS['torchserve'].values())}",
         f"CMD {json.dumps(command)}",
     ]) + "\n"
     # In the image the model store is the image's own folder.

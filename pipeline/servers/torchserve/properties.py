@@ -18,14 +18,6 @@ MODEL_VERSION = "1.0"
 RESPONSE_TIMEOUT_S = 120
 
 
-PORT_NAMES: tuple[str, ...] = ("inference", "management", "metrics", "grpc_inference",
-                               "grpc_management")
-
-
-PRODUCTION_PORTS = {"inference": 8080, "management": 8081, "metrics": 8082,
-                    "grpc_inference": 7070, "grpc_management": 7071}
-
-
 def max_batch_delay_ms(spec: Spec) -> int:
     wanted = spec.server.batching.max_queue_delay
     delay = wanted.exact_in("ms")

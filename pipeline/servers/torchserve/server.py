@@ -13,10 +13,10 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from pipeline import server_ports
 from pipeline.digest import canonical_json, sha256_bytes, sha256_file
 from pipeline.errors import PipelineError, ServerError
 from pipeline.measure.grpc_client import GrpcRequest
@@ -35,14 +36,13 @@ from pipeline.servers.base import (
     BuiltArtifact,
     EndpointLifecycle,
     HttpRequest,
+    ReadinessWords,
     RemoteLiveness,
 )
 from pipeline.servers.process import ManagedProcess
 from pipeline.servers.torchserve.mar import build_mar, read_member
 from pipeline.servers.torchserve.properties import (
     MODEL_VERSION,
-    PORT_NAMES,
-    PRODUCTION_PORTS,
     check_properties,
     render_properties,
     serve_spec,
@@ -77,6 +77,7 @@ class TorchServeEndpoint(EndpointLifecycle):
     """A TorchServe reached over its HTTP APIs; started by us or already running."""
 
     kind = "torchserve"
+    WORDS = ReadinessWords("torchserve", "workers not READY", poll_s=0.2)
 
     def __init__(self, loaded: LoadedSpec, inference_url: str, management_url: str,
                  metrics_url: str, key_file: Path | None) -> None:
@@ -88,6 +89,7 @@ class TorchServeEndpoint(EndpointLifecycle):
         self.key_file = key_file
         self.ports: dict[str, int] = {}
         self.process: ManagedProcess | None = None
+        self.ready_timeout_s = loaded.spec.stages.readiness.timeout.seconds
         self._keys: dict[str, str] | None = None
         self._answering = RemoteLiveness(f"{self.metrics_url}/metrics")
 
@@ -96,9 +98,6 @@ class TorchServeEndpoint(EndpointLifecycle):
 
     def log_excerpt(self) -> str:
         return f"{self.management_url} did not report the workers READY"
-
-    def _worker_failures(self) -> int:
-        return 0
 
     def _key(self, api: str) -> str:
         if self.key_file is None:
@@ -132,21 +131,6 @@ class TorchServeEndpoint(EndpointLifecycle):
             return False
         return len(workers) >= self.spec.server.instances and \
             all(worker.get("status") == "READY" for worker in workers)
-
-    def wait_ready(self, timeout_s: float, poll_s: float = 0.2) -> float:
-        started = self.process.started_at if self.process is not None else time.monotonic()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not self.alive():
-                raise ServerError(f"torchserve died before it was ready: {self.describe_death()}")
-            if self._worker_failures() >= 2 * self.spec.server.instances:
-                raise ServerError(f"TorchServe workers keep dying while they load the model "
-                                  f"(TorchServe retries forever): {self.log_excerpt()}")
-            if self.is_ready(timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
-                return time.monotonic() - started
-            time.sleep(poll_s)
-        raise ServerError(f"torchserve workers not READY within {timeout_s:g}s "
-                          f"(model '{self.model_name}'); {self.log_excerpt()}")
 
     def stats(self) -> TorchServeStats:
         try:
@@ -243,15 +227,12 @@ class TorchServeServer(TorchServeEndpoint):
                          f"http://127.0.0.1:{ports['metrics']}", home / "key_file.json")
         self.ports = dict(ports)
         self.home = home
-        for folder in ("logs", "store"):
-            (self.home / folder).mkdir(parents=True, exist_ok=True)
+        self.archive = artifact.archive
         # Worker sockets live in $TEMP and AF_UNIX paths are limited to ~107 bytes: a short,
-        # private temp folder rather than one under a possibly deep run folder.
-        self.scratch = Path(tempfile.mkdtemp(prefix="sp-ts-"))
-        shutil.copyfile(artifact.archive, self.home / "store" / f"{self.model_name}.mar")
+        # private temp folder rather than one under a possibly deep run folder (made at
+        # start, mode 0700, as mkdtemp would).
+        self.scratch = Path(tempfile.gettempdir()) / f"sp-ts-{secrets.token_hex(6)}"
         config = self.home / "config.properties"
-        config.write_text(render_properties(loaded.spec, ports, str(self.home / "store"),
-                                            loopback_only=True))
         launcher = Path(sys.executable).parent / "torchserve"
         argv = [str(launcher), "--start", "--foreground", "--ncs", "--ts-config", str(config),
                 "--model-store", str(self.home / "store")]
@@ -265,15 +246,28 @@ class TorchServeServer(TorchServeEndpoint):
         self.workers: dict[int, str] = {}
 
     def start(self) -> None:
+        for folder in ("logs", "store"):
+            (self.home / folder).mkdir(parents=True, exist_ok=True)
+        self.scratch.mkdir(mode=0o700)
+        shutil.copyfile(self.archive, self.home / "store" / f"{self.model_name}.mar")
+        (self.home / "config.properties").write_text(render_properties(
+            self.spec, self.ports, str(self.home / "store"), loopback_only=True))
         self.local.start()
+        self.started_at = self.local.started_at
 
-    def wait_ready(self, timeout_s: float, poll_s: float = 0.2) -> float:
-        seconds = super().wait_ready(timeout_s, poll_s)
+    def wait_ready(self, timeout_s: float) -> float:
+        seconds = super().wait_ready(timeout_s)
         # From now on a worker that dies is the server failing, even though the JVM lives
         # on and starts another one.
         self.workers = {p.pid: " ".join(p.cmdline()) for p in self.local.tree()
                         if "model_service_worker" in " ".join(p.cmdline())}
         return seconds
+
+    def startup_failure(self) -> str | None:
+        if self._worker_failures() >= 2 * self.spec.server.instances:
+            return (f"TorchServe workers keep dying while they load the model "
+                    f"(TorchServe retries forever): {self.log_excerpt()}")
+        return None
 
     def alive(self) -> bool:
         return self.local.is_running() and self._dead_worker() is None
@@ -331,10 +325,10 @@ class TorchServeKind:
     """TorchServe: a .mar with a batching handler, and config.properties."""
 
     name = "torchserve"
-    port_names: tuple[str, ...] = PORT_NAMES
+    port_names = server_ports.port_names("torchserve")
 
     def _production_config(self, spec: Spec) -> str:
-        ports = {**PRODUCTION_PORTS, **spec.server.ports}
+        ports = {**server_ports.PRODUCTION_PORTS["torchserve"], **spec.server.ports}
         return render_properties(spec, ports, "model-store", loopback_only=False)
 
     def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:

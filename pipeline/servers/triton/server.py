@@ -10,11 +10,11 @@ import shutil
 import sys
 import sysconfig
 import tarfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline import server_ports
 from pipeline.digest import deterministic_tar, sha256_bytes, sha256_file
 from pipeline.errors import PipelineError, ServerError
 from pipeline.measure.grpc_client import GrpcRequest
@@ -24,6 +24,7 @@ from pipeline.servers.base import (
     BuiltArtifact,
     EndpointLifecycle,
     HttpRequest,
+    ReadinessWords,
     RemoteLiveness,
 )
 from pipeline.servers.process import ManagedProcess
@@ -122,6 +123,7 @@ class TritonEndpoint(EndpointLifecycle):
     """A Triton server reached over HTTP (and gRPC); started by us or already running."""
 
     kind = "triton"
+    WORDS = ReadinessWords("tritonserver", "not ready", poll_s=0.1)
 
     def __init__(self, loaded: LoadedSpec, base_url: str, grpc_target: str | None) -> None:
         self.spec = loaded.spec
@@ -130,7 +132,7 @@ class TritonEndpoint(EndpointLifecycle):
         self.grpc_target = grpc_target
         self.ports: dict[str, int] = {}
         self.process: ManagedProcess | None = None
-        self.started_at: float | None = None
+        self.ready_timeout_s = loaded.spec.stages.readiness.timeout.seconds
         self._answering = RemoteLiveness(f"{self.base_url}/v2/health/live")
 
     def describe_death(self) -> str:
@@ -144,21 +146,6 @@ class TritonEndpoint(EndpointLifecycle):
         except http.Unreachable:
             return False
         return server.status == 200 and model.status == 200
-
-    def wait_ready(self, timeout_s: float, poll_s: float = 0.1) -> float:
-        """Seconds from process start to ready; ServerError with the log on death or deadline."""
-        started = self.process.started_at if self.process is not None else \
-            self.started_at or time.monotonic()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not self.alive():
-                raise ServerError(f"tritonserver died before it was ready: "
-                                  f"{self.describe_death()}")
-            if self.is_ready(timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
-                return time.monotonic() - started
-            time.sleep(poll_s)
-        raise ServerError(f"tritonserver not ready within {timeout_s:g}s "
-                          f"(model '{self.model_name}'); {self.log_excerpt()}")
 
     def log_excerpt(self) -> str:
         return f"{self.base_url} did not report ready"
@@ -195,18 +182,25 @@ class TritonEndpoint(EndpointLifecycle):
 
 
 class TritonServer(TritonEndpoint):
-    """A local tritonserver process serving one model repository on loopback."""
+    """A local tritonserver process serving one model repository on loopback.
+
+    `copy_to`: serve a copy of `repository` made there at start (Triton's python stubs
+    write __pycache__ next to model.py, so a digested build output is never served)."""
 
     def __init__(self, installation: TritonInstallation, repository: Path, loaded: LoadedSpec,
-                 ports: Mapping[str, int], run_dir: Path, env: Mapping[str, str]) -> None:
+                 ports: Mapping[str, int], run_dir: Path, env: Mapping[str, str], *,
+                 copy_to: Path | None = None) -> None:
         super().__init__(loaded, f"http://127.0.0.1:{ports['http']}",
                          f"127.0.0.1:{ports['grpc']}")
         self.ports = dict(ports)
-        backends = installation.prepare_backends(run_dir / "triton-backends")
+        self.installation = installation
+        self.source = repository
+        self.repository = copy_to or repository
+        self.backends = run_dir / "triton-backends"
         argv = [
             str(installation.binary),
-            f"--model-repository={repository}",
-            f"--backend-directory={backends}",
+            f"--model-repository={self.repository}",
+            f"--backend-directory={self.backends}",
             "--http-address=127.0.0.1", f"--http-port={ports['http']}",
             "--grpc-address=127.0.0.1", f"--grpc-port={ports['grpc']}",
             "--metrics-address=127.0.0.1", f"--metrics-port={ports['metrics']}",
@@ -221,7 +215,11 @@ class TritonServer(TritonEndpoint):
         self.process = self.local
 
     def start(self) -> None:
+        if self.repository != self.source:
+            shutil.copytree(self.source, self.repository)
+        self.installation.prepare_backends(self.backends)
         self.local.start()
+        self.started_at = self.local.started_at
 
     def stop(self) -> None:
         self.local.stop()
@@ -237,7 +235,7 @@ class TritonKind:
     """Triton: a model repository built through Triton's ModelConfig protobuf."""
 
     name = "triton"
-    port_names: tuple[str, ...] = ("http", "grpc", "metrics")
+    port_names = server_ports.port_names("triton")
 
     def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:
         spec = loaded.spec
@@ -280,8 +278,5 @@ class TritonKind:
 
     def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
                run_dir: Path, env: Mapping[str, str]) -> TritonServer:
-        # Triton's python stubs write __pycache__ next to model.py: serve a copy, never
-        # the digested build output.
-        serving = run_dir / "serving-repository"
-        shutil.copytree(artifact.serve_root, serving)
-        return TritonServer(TritonInstallation.find(), serving, loaded, ports, run_dir, env)
+        return TritonServer(TritonInstallation.find(), artifact.serve_root, loaded, ports,
+                            run_dir, env, copy_to=run_dir / "serving-repository")

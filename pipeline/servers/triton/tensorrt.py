@@ -42,15 +42,16 @@ def build_engine(engine: DockerEngine, spec: Spec, onnx: Path, folder: Path,
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "model.onnx").write_bytes(onnx.read_bytes())
     engine.ensure_base(base)
-    container = engine.run(base, ports={}, shm_size="1g", memory_limit=None, gpus=True,
-                           command=trtexec_argv(spec, "/work/model.onnx", "/work/model.plan"),
-                           log_path=folder / "trtexec.log", name=f"trtexec-{time.time_ns()}",
-                           volumes={str(folder): "/work"})
-    deadline = time.monotonic() + timeout_s
-    while container.is_running() and time.monotonic() < deadline:
-        time.sleep(1.0)
-    outcome = container.describe_exit()
-    container.stop()
+    trtexec = engine.container(
+        base, ports={}, shm_size="1g", memory_limit=None, gpus=True,
+        command=trtexec_argv(spec, "/work/model.onnx", "/work/model.plan"),
+        log_path=folder / "trtexec.log", name=f"trtexec-{time.time_ns()}",
+        volumes={str(folder): "/work"})
+    with trtexec as container:
+        deadline = time.monotonic() + timeout_s
+        while container.is_running() and time.monotonic() < deadline:
+            time.sleep(1.0)
+        outcome = container.describe_exit()
     plan = folder / "model.plan"
     if outcome != "exited with code 0" or not plan.is_file():
         tail = " | ".join(container.log_tail(4))
