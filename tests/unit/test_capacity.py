@@ -17,11 +17,12 @@ from pipeline.measure.capacity import (
     find_capacity,
     judge,
 )
+from pipeline.measure.capacity_steps import step_in_flight
 from pipeline.measure.drain import Drained, until_prompt
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop
 from pipeline.servers.base import HttpRequest
 from pipeline.spec.models import SloSpec
-from stages.saturation import _capacity_gate, step_in_flight
+from stages.saturation import _capacity_gate
 
 LIMITS = Limits(slo_p99_ms=50.0, error_rate=0.001)
 
