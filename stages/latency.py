@@ -22,11 +22,16 @@ from pipeline.gates.latency import (
     settled_verdicts,
     verdict_details,
 )
-from pipeline.measure.loadgen import LoadResult, Target
-from pipeline.measure.stability import Measured, measure_until_decided, merge
-from pipeline.measure.windows import closed_window, load_target, server_memory
+from pipeline.measure.loadgen import LoadResult
+from pipeline.measure.stability import Measured, merge
+from pipeline.measure.windows import (
+    closed_window,
+    closed_windows_until_decided,
+    load_target,
+    server_memory,
+)
 from pipeline.results import StageResult
-from pipeline.servers.base import ModelServer, ServerStats
+from pipeline.servers.base import ServerStats
 
 NAME = "latency"
 USES_SERVER = True
@@ -41,7 +46,9 @@ def run(ctx: RunContext) -> StageResult:
     closed_window(ctx, server, target, NAME, stage.concurrency, stage.warmup.seconds,
                   f"warm-up at concurrency {stage.concurrency}")
     memory_before = memory_growth.baseline(server)
-    outcome, server_view, window_s = _measure(ctx, server, target)
+    outcome, server_view, window_s = closed_windows_until_decided(
+        ctx, server, target, NAME, lambda windows: settled_verdicts(
+            percentile_verdicts(spec, windows, merge(windows))))
     verdict_s = time.perf_counter() - started
     measured = outcome.merged()
     verdicts = percentile_verdicts(spec, outcome.windows, measured)
@@ -74,29 +81,6 @@ def run(ctx: RunContext) -> StageResult:
     message = _message(measured, metrics, memory, reached, stable, outcome)
     return StageResult.judged(NAME, gates, message, metrics, details,
                               accept_inconclusive=stage.verdict.accept_inconclusive)
-
-
-def _measure(ctx: RunContext, server: ModelServer,
-             target: Target) -> tuple[Measured[ServerStats], ServerStats, float]:
-    """Windows until every percentile gate is decided (or the cap), and the server's
-    counter deltas over exactly those windows (all of them after the warm-up)."""
-    spec = ctx.loaded.spec
-    stage = spec.stages.latency
-    cap = max(stage.stability.max_windows, stage.stability.windows)
-    window_s = stage.duration.seconds / cap
-    snapshots: list[ServerStats] = [server.stats()]
-
-    def window(index: int) -> tuple[LoadResult, ServerStats]:
-        result = closed_window(ctx, server, target, NAME, stage.concurrency, window_s,
-                               f"window {index + 1} at concurrency {stage.concurrency}")
-        snapshots.append(server.stats())
-        return result, snapshots[-1]
-
-    def decided(windows: list[LoadResult]) -> bool:
-        return settled_verdicts(percentile_verdicts(spec, windows, merge(windows)))
-
-    outcome = measure_until_decided(window, decided, stage.stability.windows, cap)
-    return outcome, snapshots[-1].since(snapshots[0]), window_s
 
 
 def _window_details(measured: LoadResult, outcome: Measured[ServerStats], server_view: ServerStats,

@@ -9,8 +9,8 @@ from pipeline.context import RunContext
 from pipeline.measure.capacity import CapacitySearch
 from pipeline.measure.capacity_steps import measure_capacity
 from pipeline.measure.knee import KneeSearch, ProbeOutcome, find_knee
-from pipeline.measure.loadgen import Phase, Target
-from pipeline.measure.windows import closed_window, load_target, open_window
+from pipeline.measure.loadgen import Target
+from pipeline.measure.windows import burst_window, closed_window, load_target
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import SaturationStage, SloSpec
@@ -128,14 +128,7 @@ def _burst(ctx: RunContext, server: ModelServer, target: Target, stage: Saturati
            metrics: dict[str, float], details: dict[str, Any]) -> str:
     burst = stage.burst
     assert burst is not None
-    base = burst.base_rate.per_second if burst.base_rate else burst.rate.per_second / 10
-    settle = burst.settle.seconds
-    after = max(settle, 2 * burst.duration.seconds)
-    phases = [Phase("before", base, settle),
-              Phase("burst", burst.rate.per_second, burst.duration.seconds),
-              Phase("after", base, after)]
-    outcome = open_window(ctx, server, target, NAME, phases,
-                          f"burst {burst.rate} for {burst.duration}", burst.arrivals)
+    outcome, base = burst_window(ctx, server, target, NAME, burst)
     during = outcome.phases["burst"].summary()
     before = outcome.phases["before"].summary()
     metrics.update(burst_rate_rps=burst.rate.per_second, burst_base_rate_rps=base,
