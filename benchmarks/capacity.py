@@ -34,12 +34,12 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from benchmarks.slow_net import SlowNet  # noqa: E402
+from pipeline.measure.capacity_steps import STEP_TIMEOUT_SLO_MULTIPLE, step_in_flight  # noqa: E402
 from pipeline.measure.drain import until_prompt  # noqa: E402
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop  # noqa: E402
 from pipeline.model.tensors import load_samples, take  # noqa: E402
 from pipeline.servers import serving  # noqa: E402
 from pipeline.spec.loading import load_spec  # noqa: E402
-from stages.saturation import STEP_TIMEOUT_SLO_MULTIPLE, step_in_flight  # noqa: E402
 
 CAPACITY = "capacity: {budget: 30s, step: 500ms, hold: 10s}, "
 

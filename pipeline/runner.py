@@ -107,8 +107,7 @@ def _new_record(ctx: RunContext, command: str, selected: frozenset[str] | None) 
 def _finish_record(record: RunRecord, ctx: RunContext, interrupted: bool,
                    duration_s: float) -> None:
     """The verdict, and what the run produced, once every stage has a result."""
-    passed = all(r.status in (Status.PASSED, Status.SKIPPED) for r in ctx.results) and \
-        len(ctx.results) == len(STAGES) and any(r.status is Status.PASSED for r in ctx.results)
+    passed = _passed(ctx.results)
     if ctx.model_source is not None:
         record.model = {"source": ctx.model_source.description,
                         "provenance": ctx.model_source.provenance,
@@ -147,43 +146,22 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
     record_path = ctx.run_dir / "record.json"
     failure: str | None = None
     interrupted = False
-    early_teardown: threading.Thread | None = None
+    early_teardown: tuple[threading.Thread, float] | None = None
     last_server_stage = max(i for i, s in enumerate(STAGES) if getattr(s, "USES_SERVER", False))
     try:
         for index, stage in enumerate(STAGES):
-            if stage.NAME not in chosen:
-                reason = "not selected" if selected is not None else "the server was running"
-                result = StageResult(stage.NAME, Status.SKIPPED, reason)
-            elif failure is not None:
-                result = StageResult(stage.NAME, Status.ABORTED, failure)
-            else:
-                watcher.stage_started(stage.NAME)
-                try:
-                    result = _run_stage(stage, ctx)
-                except _Interrupted as stop:
-                    result = stop.result
-                    interrupted = True
-                if result.status is Status.FAILED:
-                    failure = f"aborted: {stage.NAME} " + (
-                        "was interrupted" if interrupted else "failed")
+            result, stopped = _stage_result(stage, ctx, chosen, selected, failure, watcher)
+            interrupted = interrupted or stopped
+            if result.status is Status.FAILED:
+                failure = f"aborted: {stage.NAME} {'was interrupted' if interrupted else 'failed'}"
             ctx.results.append(result)
             record.stages.append(result)
             watcher.stage_finished(result)
             write_record(record_path, record)
             if index == last_server_stage:
-                # Nothing later needs the server: let its graceful shutdown overlap publish.
-                early_teardown = threading.Thread(target=ctx.resources.close,
-                                                  name="teardown", daemon=True)
-                teardown_started = time.monotonic()
-                early_teardown.start()
+                early_teardown = _start_teardown(ctx)
     finally:
-        with _no_interrupts():
-            if early_teardown is None:
-                teardown_started = time.monotonic()
-                ctx.resources.close()
-            else:
-                early_teardown.join()
-        record.teardown_s = time.monotonic() - teardown_started
+        record.teardown_s = _finish_teardown(ctx, early_teardown)
         if ctx.server is not None and ctx.server.process is not None:
             record.server.exit = ctx.server.process.describe_exit()
         _finish_record(record, ctx, interrupted, time.monotonic() - started)
@@ -191,6 +169,48 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
     if interrupted:
         raise KeyboardInterrupt
     return record
+
+
+def _stage_result(stage: ModuleType, ctx: RunContext, chosen: frozenset[str],
+                  selected: frozenset[str] | None, failure: str | None,
+                  watcher: Observer) -> tuple[StageResult, bool]:
+    """The stage's result (skipped, aborted after a failure, or run), and whether it was
+    interrupted."""
+    if stage.NAME not in chosen:
+        reason = "not selected" if selected is not None else "the server was running"
+        return StageResult(stage.NAME, Status.SKIPPED, reason), False
+    if failure is not None:
+        return StageResult(stage.NAME, Status.ABORTED, failure), False
+    watcher.stage_started(stage.NAME)
+    try:
+        return _run_stage(stage, ctx), False
+    except _Interrupted as stop:
+        return stop.result, True
+
+
+def _start_teardown(ctx: RunContext) -> tuple[threading.Thread, float]:
+    """Nothing later needs the server: let its graceful shutdown overlap publish."""
+    early_teardown = threading.Thread(target=ctx.resources.close, name="teardown", daemon=True)
+    teardown_started = time.monotonic()
+    early_teardown.start()
+    return early_teardown, teardown_started
+
+
+def _finish_teardown(ctx: RunContext, early: tuple[threading.Thread, float] | None) -> float:
+    """Close what the run started (or wait for the early teardown); its seconds."""
+    with _no_interrupts():
+        if early is None:
+            teardown_started = time.monotonic()
+            ctx.resources.close()
+        else:
+            early[0].join()
+            teardown_started = early[1]
+    return time.monotonic() - teardown_started
+
+
+def _passed(results: list[StageResult]) -> bool:
+    return all(r.status in (Status.PASSED, Status.SKIPPED) for r in results) and \
+        len(results) == len(STAGES) and any(r.status is Status.PASSED for r in results)
 
 
 def new_run_id(moment: Any = None) -> str:

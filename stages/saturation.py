@@ -2,46 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
-import math
 from dataclasses import asdict
 from typing import Any
 
 from pipeline import metric_names as m
 from pipeline.context import RunContext
-from pipeline.gates.order_stats import quantile_interval_us, samples_for_upper_bound
-from pipeline.measure.capacity import (
-    CapacitySearch,
-    Limits,
-    SearchSettings,
-    StepMeasurement,
-    StepOutcome,
-    find_capacity,
-    judge,
-)
-from pipeline.measure.drain import Drained, until_prompt
+from pipeline.measure.capacity import CapacitySearch
+from pipeline.measure.capacity_steps import measure_capacity
 from pipeline.measure.knee import KneeSearch, ProbeOutcome, find_knee
-from pipeline.measure.loadgen import HardEnd, LoadResult, Phase, Target
-from pipeline.measure.windows import closed_window, load_target, open_window
+from pipeline.measure.loadgen import Target
+from pipeline.measure.windows import burst_window, closed_window, load_target
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import SaturationStage, SloSpec
 
 NAME = "saturation"
 USES_SERVER = True
-# A capacity step's requests time out at this multiple of slo.p99. Any timeout above the
-# SLO gives the same p99 verdict (failures are censored at it, above the SLO either way);
-# a few times the SLO still tells a slow answer from none, and bounds each step.
-STEP_TIMEOUT_SLO_MULTIPLE = 4.0
-UNANSWERED = ("unanswered", "unsent")
-# In flight during a capacity step, at most: twice what the SLO allows on average (Little's
-# law: more means a mean latency over twice the SLO, a miss anyway), and never more than
-# MAX_STEP_IN_FLIGHT. Requests over it count as errors. Triton's HTTP front end was seen to
-# lose requests with ~1000+ connections open at once: they are never answered, and it then
-# waits for their connections when it stops, until it is killed.
-MAX_STEP_IN_FLIGHT = 512
-MIN_STEP_IN_FLIGHT = 32
-
 
 def run(ctx: RunContext) -> StageResult:
     spec = ctx.loaded.spec
@@ -70,7 +46,7 @@ def run(ctx: RunContext) -> StageResult:
     best = search.best
     message = _knee_message(search)
     if best is not None and stage.capacity.enabled:
-        capacity = _capacity(ctx, server, target, stage, slo, best.throughput_rps)
+        capacity = measure_capacity(ctx, server, target, stage, slo, best.throughput_rps)
         message += "; " + _record_capacity(capacity, metrics, details)
         gate = _capacity_gate(capacity, slo)
         if gate is not None:
@@ -113,60 +89,6 @@ def _knee_message(search: KneeSearch) -> str:
             f"{best.p99_ms:.1f}ms ({search.stop_reason})")
 
 
-def _capacity(ctx: RunContext, server: ModelServer, target: Target, stage: SaturationStage,
-              slo: SloSpec, knee_rps: float) -> CapacitySearch:
-    limits = Limits(slo.p99.ms, slo.error_rate.fraction)
-    request_timeout_s = ctx.loaded.spec.stages.latency.request_timeout.seconds
-    timeout_s = min(STEP_TIMEOUT_SLO_MULTIPLE * slo.p99.seconds, request_timeout_s)
-    confidence = ctx.loaded.spec.stages.latency.verdict.confidence.fraction
-
-    def step(rate: float, duration_s: float, hold: bool) -> StepOutcome:
-        # Two halves at the same rate: a growing queue shows as a later median in the
-        # second. open_loop measures the drain after the phase named "burst".
-        halves = [Phase("first", rate, duration_s / 2), Phase("burst", rate, duration_s / 2)]
-        outcome = open_window(ctx, server, target, NAME, halves,
-                              f"capacity step at {rate:.0f}/s", "constant",
-                              timeout_s=timeout_s, hard_end=HardEnd(
-                                  duration_s + timeout_s, min(duration_s, request_timeout_s),
-                                  math.floor(slo.error_rate.fraction * rate * duration_s)),
-                              max_in_flight=step_in_flight(rate, slo.p99.seconds))
-        first, second = outcome.phases["first"], outcome.phases["burst"]
-        whole = LoadResult(0.0)
-        whole.merge(first)
-        whole.merge(second)
-        return judge(StepMeasurement(
-            rate, duration_s, whole.percentile_ms(99), first.percentile_ms(50),
-            second.percentile_ms(50), whole.error_rate, int(whole.histogram.get_total_count()),
-            outcome.drain_s, outcome.lag_p99_us / 1e3, outcome.client_bound,
-            outcome.from_send.percentile_ms(99),
-            sum(whole.errors[kind] for kind in UNANSWERED), outcome.lingered_s,
-            p99_interval_ms(whole, confidence)), limits, on_bound=hold)
-
-    def settle() -> Drained:
-        # Bounded by the longest wait the spec accepts for one request.
-        ctx.progress(NAME, 0.0, request_timeout_s, "waiting for the backlog to drain")
-        return asyncio.run(until_prompt(target, slo.p99.seconds, request_timeout_s))
-
-    spec = stage.capacity
-    settings = SearchSettings(spec.budget.seconds, spec.step.seconds, spec.hold_seconds,
-                              timeout_s, spec.start.fraction, spec.resolution.fraction,
-                              hold_min_samples=samples_for_upper_bound(0.99, confidence))
-    search = find_capacity(step, settle, knee_rps, settings)
-    ctx.require_server()
-    return search
-
-
-def p99_interval_ms(result: LoadResult,
-                    confidence: float) -> tuple[float | None, float | None]:
-    low, high = quantile_interval_us(result.histogram, 0.99, confidence)
-    return (None if low is None else low / 1e3), (None if high is None else high / 1e3)
-
-
-def step_in_flight(rate: float, slo_p99_s: float) -> int:
-    wanted = math.ceil(2 * rate * slo_p99_s)
-    return min(MAX_STEP_IN_FLIGHT, max(MIN_STEP_IN_FLIGHT, wanted))
-
-
 def _capacity_gate(search: CapacitySearch, slo: SloSpec) -> Gate | None:
     if slo.min_throughput is None:
         return None
@@ -203,25 +125,17 @@ def _record_capacity(search: CapacitySearch, metrics: dict[str, float],
     details["capacity_interval_rps"] = list(interval)
     if best.p99_interval_ms is not None:
         details["capacity_p99_interval_ms"] = list(best.p99_interval_ms)
-    if search.bound == "lower":
-        return (f"capacity ≥ {best.rate_rps:.0f}/s at p99 {best.p99_ms:.1f}ms "
-                f"(lower bound: {search.stop_reason})")
-    return (f"capacity {best.rate_rps:.0f}/s at p99 {best.p99_ms:.1f}ms "
-            f"(fails at {interval[1]:.0f}/s; {search.stop_reason})")
+    lower = search.bound == "lower"
+    why = "lower bound: " if lower else f"fails at {interval[1]:.0f}/s; "
+    return (f"capacity {'≥ ' if lower else ''}{best.rate_rps:.0f}/s at p99 {best.p99_ms:.1f}ms "
+            f"({why}{search.stop_reason})")
 
 
 def _burst(ctx: RunContext, server: ModelServer, target: Target, stage: SaturationStage,
            metrics: dict[str, float], details: dict[str, Any]) -> str:
     burst = stage.burst
     assert burst is not None
-    base = burst.base_rate.per_second if burst.base_rate else burst.rate.per_second / 10
-    settle = burst.settle.seconds
-    after = max(settle, 2 * burst.duration.seconds)
-    phases = [Phase("before", base, settle),
-              Phase("burst", burst.rate.per_second, burst.duration.seconds),
-              Phase("after", base, after)]
-    outcome = open_window(ctx, server, target, NAME, phases,
-                          f"burst {burst.rate} for {burst.duration}", burst.arrivals)
+    outcome, base = burst_window(ctx, server, target, NAME, burst)
     during = outcome.phases["burst"].summary()
     before = outcome.phases["before"].summary()
     metrics.update(burst_rate_rps=burst.rate.per_second, burst_base_rate_rps=base,

@@ -1,4 +1,5 @@
-"""The command line: Typer commands (app), the progress view, GitHub annotations.
+"""The command line: Typer commands by concern, put on one app (app.py); the progress
+view; GitHub annotations.
 
 `serve-pipeline = pipeline.cli:main` is the console script."""
 

@@ -16,7 +16,7 @@ from pipeline.report.terminal import STATUS_MARK, STATUS_STYLE
 from pipeline.results import StageResult
 
 
-class LiveView:
+class ProgressView:
     """Observer for the runner and progress sink for stages."""
 
     def __init__(self, console: Console, stage_names: list[str], title: str) -> None:
@@ -27,20 +27,20 @@ class LiveView:
         self.running: str | None = None
         self.started = 0.0
         self.progress_state: tuple[float, float, str] | None = None
-        self.live = Live(console=console, refresh_per_second=8, transient=False,
+        self.display = Live(console=console, refresh_per_second=8, transient=False,
                          get_renderable=self._render) if console.is_terminal else None
 
-    def __enter__(self) -> LiveView:
-        if self.live is not None:
-            self.live.start()
+    def __enter__(self) -> ProgressView:
+        if self.display is not None:
+            self.display.start()
         else:
             self.console.print(self.title)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self.live is not None:
-            self.live.stop()
+        if self.display is not None:
+            self.display.stop()
 
     def stage_started(self, name: str) -> None:
         self.running = name
@@ -51,7 +51,7 @@ class LiveView:
     def stage_finished(self, result: StageResult) -> None:
         self.running = None
         self.rows[result.name] = (result.status.value, result.message, result.duration_s)
-        if self.live is None:
+        if self.display is None:
             mark = STATUS_MARK[result.status.value]
             self.console.print(f"{mark} {result.name:<11} {result.status.value:<8} "
                                f"{result.duration_s:6.1f}s  {result.message}", highlight=False,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline.context import RunContext
@@ -20,8 +20,10 @@ from pipeline.measure.loadgen import (
 )
 from pipeline.measure.loadgen import open_loop as run_open_loop
 from pipeline.measure.memory import process_tree_memory
+from pipeline.measure.stability import Measured, measure_until_decided
 from pipeline.model.tensors import load_samples, take
-from pipeline.servers.base import ModelServer
+from pipeline.servers.base import ModelServer, ServerStats
+from pipeline.spec.models import BurstSpec
 
 
 def load_target(ctx: RunContext, server: ModelServer) -> Target:
@@ -51,6 +53,27 @@ def closed_window(ctx: RunContext, server: ModelServer, target: Target, stage: s
         raise ServerError(f"during {label}: {server.describe_death()}") from None
 
 
+def closed_windows_until_decided(
+        ctx: RunContext, server: ModelServer, target: Target, stage: str,
+        decided: Callable[[list[LoadResult]], bool]) -> tuple[Measured[ServerStats],
+                                                               ServerStats, float]:
+    """The latency stage's closed-loop windows until `decided` (or the cap); with the
+    server's counter deltas over exactly those windows and the length of each window."""
+    settings = ctx.loaded.spec.stages.latency
+    cap = max(settings.stability.max_windows, settings.stability.windows)
+    window_s = settings.duration.seconds / cap
+    snapshots: list[ServerStats] = [server.stats()]
+
+    def window(index: int) -> tuple[LoadResult, ServerStats]:
+        result = closed_window(ctx, server, target, stage, settings.concurrency, window_s,
+                               f"window {index + 1} at concurrency {settings.concurrency}")
+        snapshots.append(server.stats())
+        return result, snapshots[-1]
+
+    outcome = measure_until_decided(window, decided, settings.stability.windows, cap)
+    return outcome, snapshots[-1].since(snapshots[0]), window_s
+
+
 def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
                 phases: Sequence[Phase], label: str, arrivals: str,
                 timeout_s: float | None = None, hard_end: HardEnd | None = None,
@@ -70,6 +93,21 @@ def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str
                                          hard_end=hard_end, max_in_flight=max_in_flight))
     except LoadAborted:
         raise ServerError(f"during {label}: {server.describe_death()}") from None
+
+
+def burst_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
+                 burst: BurstSpec) -> tuple[OpenLoopResult, float]:
+    """The low -> high -> low open-loop test ("before", "burst", "after"); and the base
+    rate (default: a tenth of the burst rate)."""
+    base = burst.base_rate.per_second if burst.base_rate else burst.rate.per_second / 10
+    settle = burst.settle.seconds
+    after = max(settle, 2 * burst.duration.seconds)
+    phases = [Phase("before", base, settle),
+              Phase("burst", burst.rate.per_second, burst.duration.seconds),
+              Phase("after", base, after)]
+    outcome = open_window(ctx, server, target, stage, phases,
+                          f"burst {burst.rate} for {burst.duration}", burst.arrivals)
+    return outcome, base
 
 
 def server_memory(server: ModelServer) -> tuple[dict[str, float], dict[str, Any]]:

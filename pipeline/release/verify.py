@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -42,18 +43,35 @@ def _load(store: Store, key: str, check: StoreCheck) -> dict[str, Any] | None:
 
 def verify_store(store: Store) -> StoreCheck:
     check = StoreCheck()
-    releases: dict[tuple[str, str], dict[str, Any]] = {}
-    verified: dict[str, str | None] = {}
-    for key in store.list("releases/"):
+    releases = _check_manifests(store, check)
+    for _key, name, environment, pointer in _documents(store, "environments/", check):
+        check.pointers += 1
+        _check_pointer(store, check, releases, name, environment, pointer)
+    return check
+
+
+def _documents(store: Store, prefix: str, check: StoreCheck,
+               unexpected: str | None = None) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """(key, name, stem, body) of every readable `<prefix><name>/<stem>.json`; other keys
+    are reported as `unexpected` (or skipped when it is None)."""
+    for key in store.list(prefix):
         parts = key.split("/")
         if len(parts) != 3 or not parts[2].endswith(".json"):
-            check.problems.append(f"{key}: unexpected key under releases/")
+            if unexpected is not None:
+                check.problems.append(f"{key}: {unexpected}")
             continue
-        manifest = _load(store, key, check)
-        if manifest is None:
-            continue
+        body = _load(store, key, check)
+        if body is not None:
+            yield key, parts[1], parts[2].removesuffix(".json"), body
+
+
+def _check_manifests(store: Store, check: StoreCheck) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every manifest and the blobs it names (each blob re-hashed once)."""
+    releases: dict[tuple[str, str], dict[str, Any]] = {}
+    verified: dict[str, str | None] = {}
+    for key, name, release_id, manifest in _documents(
+            store, "releases/", check, "unexpected key under releases/"):
         check.manifests += 1
-        name, release_id = parts[1], parts[2].removesuffix(".json")
         if manifest.get("release_id") != release_id or manifest.get("name") != name:
             check.problems.append(f"{key}: names release {manifest.get('release_id')!r} of "
                                   f"{manifest.get('name')!r}")
@@ -66,42 +84,37 @@ def verify_store(store: Store) -> StoreCheck:
             if verified[digest]:
                 check.problems.append(f"release {name}/{release_id} {blob.get('role')}: "
                                       f"{verified[digest]}")
-    for key in store.list("environments/"):
-        parts = key.split("/")
-        if len(parts) != 3 or not parts[2].endswith(".json"):
-            continue
-        pointer = _load(store, key, check)
-        if pointer is None:
-            continue
-        check.pointers += 1
-        name, environment = parts[1], parts[2].removesuffix(".json")
-        current = pointer.get("current")
-        events = pointer.get("events", [])
-        if current is not None and (name, current) not in releases:
-            check.problems.append(f"{name}/{environment}: current release {current} has no "
-                                  "manifest")
-        if events and events[-1].get("release_id") != current:
-            check.problems.append(f"{name}/{environment}: current {current} is not the last "
-                                  "event's release")
-        for event in events:
-            recorded = event.get("manifest_sha256")
-            key_of = f"releases/{name}/{event.get('release_id')}.json"
-            data = store.read(key_of) if recorded else None
-            if recorded and data is not None and sha256_bytes(data) != recorded:
-                check.problems.append(f"{name}/{environment}: the manifest of "
-                                      f"{event.get('release_id')} changed after it was "
-                                      "promoted (tampered?)")
-            if (name, event.get("release_id")) not in releases:
-                check.problems.append(f"{name}/{environment}: event at {event.get('at')} "
-                                      f"names unknown release {event.get('release_id')}")
-        last = events[-1] if events else None
-        if last is not None and not {"at", "action"} <= set(last):
-            check.problems.append(f"{name}/{environment}: the last event is malformed")
-        elif last is not None and store.read(audit_key(name, environment, last)) is None:
-            check.problems.append(f"{name}/{environment}: the last move ({events[-1].get('at')})"
-                                  " has no audit entry (the next move writes it)")
-        for earlier, later in pairwise(events):
-            if later.get("previous_release_id") != earlier.get("release_id"):
-                check.problems.append(f"{name}/{environment}: history broken at "
-                                      f"{later.get('at')}")
-    return check
+    return releases
+
+
+def _check_pointer(store: Store, check: StoreCheck, releases: dict[tuple[str, str], Any],
+                   name: str, environment: str, pointer: dict[str, Any]) -> None:
+    current = pointer.get("current")
+    events = pointer.get("events", [])
+    if current is not None and (name, current) not in releases:
+        check.problems.append(f"{name}/{environment}: current release {current} has no "
+                              "manifest")
+    if events and events[-1].get("release_id") != current:
+        check.problems.append(f"{name}/{environment}: current {current} is not the last "
+                              "event's release")
+    for event in events:
+        recorded = event.get("manifest_sha256")
+        key_of = f"releases/{name}/{event.get('release_id')}.json"
+        data = store.read(key_of) if recorded else None
+        if recorded and data is not None and sha256_bytes(data) != recorded:
+            check.problems.append(f"{name}/{environment}: the manifest of "
+                                  f"{event.get('release_id')} changed after it was "
+                                  "promoted (tampered?)")
+        if (name, event.get("release_id")) not in releases:
+            check.problems.append(f"{name}/{environment}: event at {event.get('at')} "
+                                  f"names unknown release {event.get('release_id')}")
+    last = events[-1] if events else None
+    if last is not None and not {"at", "action"} <= set(last):
+        check.problems.append(f"{name}/{environment}: the last event is malformed")
+    elif last is not None and store.read(audit_key(name, environment, last)) is None:
+        check.problems.append(f"{name}/{environment}: the last move ({events[-1].get('at')})"
+                              " has no audit entry (the next move writes it)")
+    for earlier, later in pairwise(events):
+        if later.get("previous_release_id") != earlier.get("release_id"):
+            check.problems.append(f"{name}/{environment}: history broken at "
+                                  f"{later.get('at')}")

@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     WithJsonSchema,
     field_validator,
@@ -19,26 +17,53 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from pipeline import metric_names
 from pipeline.server_ports import port_names
-from pipeline.spec.units import (
-    Duration,
-    DurationField,
-    Percentage,
-    PercentageField,
-    RateField,
-    SizeField,
+from pipeline.spec.stage_settings import (
+    ALL_PROBES,
+    DECLARED_HUGE_BYTES,
+    OVERSIZED_BODY_BYTES,
+    BurstSpec,
+    CapacitySpec,
+    FailureStage,
+    LatencyStage,
+    ParityStage,
+    ProbeName,
+    ReadinessStage,
+    RegressionStage,
+    SaturationStage,
+    StabilitySpec,
+    StagesSpec,
+    VerdictSpec,
 )
+from pipeline.spec.strict import StrictModel
+from pipeline.spec.units import Duration, DurationField, Percentage, PercentageField, RateField
+
+# Re-exported: these live in stage_settings.py and strict.py, and
+# `from pipeline.spec.models import X` keeps working for them.
+__all__ = [
+    "ALL_PROBES",
+    "DECLARED_HUGE_BYTES",
+    "OVERSIZED_BODY_BYTES",
+    "BurstSpec",
+    "CapacitySpec",
+    "FailureStage",
+    "LatencyStage",
+    "ParityStage",
+    "ProbeName",
+    "ReadinessStage",
+    "RegressionStage",
+    "SaturationStage",
+    "StabilitySpec",
+    "StagesSpec",
+    "StrictModel",
+    "VerdictSpec",
+]
 
 Dtype = Literal["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
                 "float64"]
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 TRITON_PORTS = port_names("triton")
 TORCHSERVE_PORTS = port_names("torchserve")
-
-
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class TensorSpec(StrictModel):
@@ -227,175 +252,6 @@ class SloSpec(StrictModel):
 
     def queue_budget(self) -> Duration:
         return self.p99 - self.budget.total()
-
-
-class ReadinessStage(StrictModel):
-    timeout: DurationField = Field(default=Duration(120_000_000_000, "120s"), description=(
-        "Deadline for the server and the model to report ready."))
-
-
-class ParityStage(StrictModel):
-    data: str | None = Field(default=None, description=(
-        ".npz of representative inputs, one array per input name, first axis = samples."))
-    atol: float = Field(default=1e-5, ge=0, description="Absolute tolerance per element.")
-    rtol: float = Field(default=1e-4, ge=0, description="Relative tolerance per element.")
-    samples: int = Field(default=16, ge=1, le=4096, description=(
-        "Generated inputs when no data is given."))
-    seed: int = Field(default=0, description="Seed of the generated inputs.")
-
-
-ProbeName = Literal["wrong_shape", "wrong_dtype", "missing_input", "batch_over_max",
-                    "unknown_model", "oversized_body", "declared_huge_shape"]
-ALL_PROBES: tuple[ProbeName, ...] = ("wrong_shape", "wrong_dtype", "missing_input",
-                                     "batch_over_max", "unknown_model", "oversized_body",
-                                     "declared_huge_shape")
-# Sizes of the two probes that test the server's limits; bounded so that a server that
-# allocates whatever it is told still cannot endanger the machine.
-OVERSIZED_BODY_BYTES = 64 * 2**20
-DECLARED_HUGE_BYTES = 256 * 2**20
-
-
-class FailureStage(StrictModel):
-    enabled: bool = Field(default=True, description="Send the bad-input probes.")
-    probes: list[ProbeName] = Field(default_factory=lambda: list(ALL_PROBES), description=(
-        "Which probes: each must get a 4xx and leave the server ready."))
-
-
-class StabilitySpec(StrictModel):
-    windows: int = Field(default=3, ge=1, le=20, description=(
-        "Fewest windows before a verdict; a clear verdict stops after this many."))
-    tolerance: PercentageField = Field(default=Percentage(0.1, "10%"), description=(
-        "Largest (max - min) / mean of throughput and of p99 across all windows for the "
-        "record to say stabilised."))
-    max_windows: int = Field(default=6, ge=1, le=50, description=(
-        "The cap: the duration is split into this many windows; a latency gate still "
-        "undecided after the last one is inconclusive."))
-
-
-class VerdictSpec(StrictModel):
-    confidence: PercentageField = Field(default=Percentage(0.95, "95%"), description=(
-        "Coverage of each percentile gate's confidence bound, over all its looks."))
-    accept_inconclusive: bool = Field(default=False, description=(
-        "Let an inconclusive latency gate pass the stage (still reported as inconclusive). "
-        "Off: inconclusive blocks promotion like a failure."))
-
-    @field_validator("confidence")
-    @classmethod
-    def _sensible_confidence(cls, value: Percentage) -> Percentage:
-        if not 0.5 <= value.fraction <= 0.9999:
-            raise PydanticCustomError("confidence", "confidence must be in 50%..99.99%", {})
-        return value
-
-
-class LatencyStage(StrictModel):
-    concurrency: int = Field(default=8, ge=1, le=4096, description=(
-        "Requests in flight during the window (closed loop)."))
-    warmup: DurationField = Field(default=Duration(5_000_000_000, "5s"), description=(
-        "Traffic sent and discarded before the window."))
-    duration: DurationField = Field(default=Duration(20_000_000_000, "20s"), description=(
-        "Most measurement time after the warm-up; a clear verdict stops earlier."))
-    batch_size: int = Field(default=1, ge=1, description="Items per request.")
-    request_timeout: DurationField = Field(default=Duration(10_000_000_000, "10s"),
-                                           description="Client timeout of every request.")
-    max_memory_growth: SizeField | Literal[False] | None = Field(
-        default=None, description=(
-            "Gate: how much the server's process-tree RSS may grow from right after the "
-            "warm-up to the end of the windows. Unset: 64MiB for Triton, 256MiB for "
-            "TorchServe (its JVM grows its heap while it warms); false turns the gate off."))
-    protocol: Literal["http", "grpc"] = Field(default="http", description=(
-        "Triton: the load can go over gRPC too; TorchServe: http."))
-    stability: StabilitySpec = Field(default_factory=StabilitySpec, description=(
-        "Windows repeat until every latency gate is decided (or the cap)."))
-    verdict: VerdictSpec = Field(default_factory=VerdictSpec, description=(
-        "How percentile gates are decided: confidence, and whether inconclusive may pass."))
-
-
-class BurstSpec(StrictModel):
-    rate: RateField = Field(description="Arrival rate during the burst (open loop).")
-    duration: DurationField = Field(description="How long the burst lasts.")
-    base_rate: RateField | None = Field(default=None, description=(
-        "Rate before and after the burst (default: a tenth of the burst rate)."))
-    arrivals: Literal["constant", "poisson"] = Field(default="constant", description=(
-        "Evenly spaced requests, or Poisson arrivals at the same mean rate."))
-    settle: DurationField = Field(default=Duration(2_000_000_000, "2s"), description=(
-        "How long the base rate runs before the burst (and at least as long after it)."))
-
-
-class CapacitySpec(StrictModel):
-    enabled: bool = Field(default=True, description=(
-        "After the closed-loop ramp, search the highest open-loop arrival rate that meets "
-        "slo.p99 and slo.error_rate without a growing backlog (capacity_rps)."))
-    budget: DurationField = Field(default=Duration(12_000_000_000, "12s"), description=(
-        "Time the rate search may spend, steps, holds and waits for a backlog to drain "
-        "included; it starts no step or hold that could overrun it. No rate confirmed "
-        "by then: the capacity is unknown (the capacity gate is inconclusive)."))
-    step: DurationField = Field(default=Duration(1_000_000_000, "1s"), description=(
-        "Length of each rate step (longer where the rate is too low for 100 samples). "
-        "Requests of a step time out after 4 x slo.p99, and a step ends by then."))
-    hold: DurationField | None = Field(default=None, description=(
-        "Length of the confirmation hold at the chosen rate (default: 3 x step); a miss "
-        "holds again at a rate lower by the resolution (doubling with each further "
-        "miss), while the budget lasts."))
-    start: PercentageField = Field(default=Percentage(0.5, "50%"), description=(
-        "First rate as a share of the closed-loop knee's throughput (there the server is "
-        "never idle: an open loop at 100% only builds a queue)."))
-    resolution: PercentageField = Field(default=Percentage(0.05, "5%"), description=(
-        "Stop bisecting once the failing rate is within this much of the passing one."))
-    accept_inconclusive: bool = Field(default=False, description=(
-        "Let an inconclusive saturation.capacity_rps gate (no rate confirmed within the "
-        "budget) pass the stage, still reported as inconclusive. Off: it blocks promotion."))
-
-    @field_validator("start")
-    @classmethod
-    def _sensible_start(cls, value: Percentage) -> Percentage:
-        if not 0.05 <= value.fraction <= 1.0:
-            raise PydanticCustomError("start", "start must be in 5%..100%", {})
-        return value
-
-    @property
-    def hold_seconds(self) -> float:
-        return self.hold.seconds if self.hold is not None else 3 * self.step.seconds
-
-
-class SaturationStage(StrictModel):
-    enabled: bool = Field(default=True, description="Run the saturation stage.")
-    max_concurrency: int = Field(default=64, ge=1, le=4096, description=(
-        "Highest concurrency the knee search may try."))
-    probe_duration: DurationField = Field(default=Duration(3_000_000_000, "3s"), description=(
-        "Length of each probe window."))
-    burst: BurstSpec | None = Field(default=None, description=(
-        "A low -> high -> low rate test; reports p99 during the burst and the drain time."))
-    capacity: CapacitySpec = Field(default_factory=CapacitySpec, description=(
-        "The sustainable arrival rate at the SLO, bisected in open loop."))
-
-
-class RegressionStage(StrictModel):
-    gate: bool = Field(default=False, description=(
-        "Fail the publish (nothing is released or promoted) when a metric below is worse "
-        "than in the release live in the target environment by more than the tolerance."))
-    tolerance: PercentageField = Field(default=Percentage(0.1, "10%"), description=(
-        "How much worse a metric may get before it counts as a regression."))
-    metrics: list[str] = Field(default_factory=lambda: [
-        "latency.p99_ms", "latency.p95_ms", "latency.throughput_rps", "latency.error_rate",
-        "saturation.knee_throughput_rps"], description=(
-        "stage.metric names that the gate watches (the report compares all of them); "
-        "an unknown name is a spec error. Known: " + ", ".join(sorted(metric_names.WATCHABLE))
-        + "."))
-
-
-class StagesSpec(StrictModel):
-    readiness: ReadinessStage = Field(default_factory=ReadinessStage,
-                                      description="Waiting for the server to be ready.")
-    parity: ParityStage = Field(default_factory=ParityStage,
-                                description="Served outputs against the source model.")
-    failure: FailureStage = Field(default_factory=FailureStage,
-                                  description="Bad-input probes (part of the parity stage).")
-    latency: LatencyStage = Field(default_factory=LatencyStage,
-                                  description="Fixed-concurrency latency window.")
-    saturation: SaturationStage = Field(default_factory=SaturationStage,
-                                        description="Knee search and burst.")
-    regression: RegressionStage = Field(default_factory=RegressionStage, description=(
-        "Comparison with the release live in the target environment (in publish)."))
 
 
 class PublishSpec(StrictModel):

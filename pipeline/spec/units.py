@@ -83,23 +83,25 @@ def _bare_number_error(kind: str, value: Any, example: str, why: str) -> Pydanti
     )
 
 
+def _match_quantity(value: Any, pattern: re.Pattern[str], kind: str, expected: str,
+                    example: str, why: str) -> re.Match[str]:
+    """The regex match of a quantity written with its unit; a bare number or any other
+    text is refused with `kind`'s own error."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise _bare_number_error(kind, value, example, why)
+    match = pattern.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise PydanticCustomError(kind, expected + ", got {value!r}", {"value": value})
+    return match
+
+
 def parse_duration(value: Any) -> Duration:
     if isinstance(value, Duration):
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise PydanticCustomError(
-            "duration", "expected a duration such as 500us, 2ms or 1.5s, got {value!r}",
-            {"value": value})
-    if isinstance(value, (int, float)):
-        raise _bare_number_error(
-            "duration", value, "2ms or 500us",
-            "Triton counts queue delay in microseconds and TorchServe in milliseconds, "
-            "so a number without a unit is ambiguous")
-    match = _DURATION_RE.match(value)
-    if match is None:
-        raise PydanticCustomError(
-            "duration", "expected a duration such as 500us, 2ms or 1.5s, got {value!r}",
-            {"value": value})
+    match = _match_quantity(
+        value, _DURATION_RE, "duration", "expected a duration such as 500us, 2ms or 1.5s",
+        "2ms or 500us", "Triton counts queue delay in microseconds and TorchServe in "
+        "milliseconds, so a number without a unit is ambiguous")
     number, unit = match.groups()
     try:
         ns = Decimal(number) * _NS_PER_UNIT[unit]
@@ -125,13 +127,8 @@ class Rate:
 def parse_rate(value: Any) -> Rate:
     if isinstance(value, Rate):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise _bare_number_error("rate", value, "200/s", "write the time unit, like 200/s or "
-                                 "12000/min")
-    match = _RATE_RE.match(value) if isinstance(value, str) else None
-    if match is None:
-        raise PydanticCustomError(
-            "rate", "expected a rate such as 200/s or 12000/min, got {value!r}", {"value": value})
+    match = _match_quantity(value, _RATE_RE, "rate", "expected a rate such as 200/s or 12000/min",
+                            "200/s", "write the time unit, like 200/s or 12000/min")
     number, unit = match.groups()
     per_second = float(number) / (60.0 if unit == "min" else 1.0)
     return Rate(per_second, str(value).strip())
@@ -151,40 +148,28 @@ class Percentage:
 def parse_percentage(value: Any) -> Percentage:
     if isinstance(value, Percentage):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise _bare_number_error("percentage", value, "0.1%",
-                                 "0.1 could mean 0.1% or 10%; write the percent sign")
-    match = _PERCENT_RE.match(value) if isinstance(value, str) else None
-    if match is None:
-        raise PydanticCustomError(
-            "percentage", "expected a percentage such as 0.1%, got {value!r}", {"value": value})
+    match = _match_quantity(value, _PERCENT_RE, "percentage",
+                            "expected a percentage such as 0.1%", "0.1%",
+                            "0.1 could mean 0.1% or 10%; write the percent sign")
     fraction = float(match.group(1)) / 100.0
     if fraction > 1.0:
         raise PydanticCustomError("percentage", "{value!r} is over 100%", {"value": value})
     return Percentage(fraction, str(value).strip())
 
 
-DurationField = Annotated[
-    Duration,
-    BeforeValidator(parse_duration),
-    PlainSerializer(str, return_type=str),
-    WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN,
-                    "description": "A duration with a unit: ns, us, ms, s, min (e.g. 2ms)."}),
-]
-RateField = Annotated[
-    Rate,
-    BeforeValidator(parse_rate),
-    PlainSerializer(str, return_type=str),
-    WithJsonSchema({"type": "string", "pattern": RATE_PATTERN,
-                    "description": "Requests per time unit (e.g. 200/s, 12000/min)."}),
-]
-PercentageField = Annotated[
-    Percentage,
-    BeforeValidator(parse_percentage),
-    PlainSerializer(str, return_type=str),
-    WithJsonSchema({"type": "string", "pattern": PERCENT_PATTERN,
-                    "description": "A percentage with its sign (e.g. 0.1%)."}),
-]
+_AS_TEXT = PlainSerializer(str, return_type=str)
+
+
+def _text_schema(pattern: str, description: str) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "pattern": pattern, "description": description})
+
+
+DurationField = Annotated[Duration, BeforeValidator(parse_duration), _AS_TEXT, _text_schema(
+    DURATION_PATTERN, "A duration with a unit: ns, us, ms, s, min (e.g. 2ms).")]
+RateField = Annotated[Rate, BeforeValidator(parse_rate), _AS_TEXT, _text_schema(
+    RATE_PATTERN, "Requests per time unit (e.g. 200/s, 12000/min).")]
+PercentageField = Annotated[Percentage, BeforeValidator(parse_percentage), _AS_TEXT, _text_schema(
+    PERCENT_PATTERN, "A percentage with its sign (e.g. 0.1%).")]
 
 
 @dataclass(frozen=True)
@@ -205,14 +190,9 @@ class ByteSize:
 def parse_size(value: Any) -> ByteSize:
     if isinstance(value, ByteSize):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise _bare_number_error("size", value, "64MiB",
-                                 "write the unit (B, KiB, MiB or GiB): 64 could be bytes or MiB")
-    match = _SIZE_RE.match(value) if isinstance(value, str) else None
-    if match is None:
-        raise PydanticCustomError(
-            "size", "expected a size such as 512KiB, 64MiB or 1GiB, got {value!r}",
-            {"value": value})
+    match = _match_quantity(
+        value, _SIZE_RE, "size", "expected a size such as 512KiB, 64MiB or 1GiB", "64MiB",
+        "write the unit (B, KiB, MiB or GiB): 64 could be bytes or MiB")
     number, unit = match.groups()
     size = Decimal(number) * _BYTES_PER_UNIT[unit]
     if size != size.to_integral_value():
@@ -220,10 +200,5 @@ def parse_size(value: Any) -> ByteSize:
     return ByteSize(int(size), str(value).strip())
 
 
-SizeField = Annotated[
-    ByteSize,
-    BeforeValidator(parse_size),
-    PlainSerializer(str, return_type=str),
-    WithJsonSchema({"type": "string", "pattern": SIZE_PATTERN,
-                    "description": "A size with a binary unit: B, KiB, MiB, GiB (e.g. 64MiB)."}),
-]
+SizeField = Annotated[ByteSize, BeforeValidator(parse_size), _AS_TEXT, _text_schema(
+    SIZE_PATTERN, "A size with a binary unit: B, KiB, MiB, GiB (e.g. 64MiB).")]

@@ -13,11 +13,12 @@ import pytest
 from pipeline.gates.order_stats import quantile_ranks, samples_for_upper_bound
 from pipeline.measure import capacity
 from pipeline.measure.capacity import find_capacity, judge
+from pipeline.measure.capacity_steps import step_in_flight
 from pipeline.measure.drain import Drained, until_prompt
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop
 from pipeline.servers.base import HttpRequest
 from pipeline.spec.models import SloSpec
-from stages.saturation import _capacity_gate, step_in_flight
+from stages.saturation import _capacity_gate
 from tests.support.http_server import serving
 
 LIMITS = capacity.Limits(slo_p99_ms=50.0, error_rate=0.001)

@@ -60,6 +60,15 @@ class LocalStore:
             os.fsync(handle.fileno())
         return temp
 
+    def _write_replacing(self, final: Path, data: bytes) -> None:
+        """`data` in place of `final`, atomically: a synced temp file renamed over it."""
+        temp = self._write_temp(final, data)
+        try:
+            os.replace(temp, final)
+            self._fsync_dir(final.parent)
+        finally:
+            temp.unlink(missing_ok=True)
+
     def has_blob(self, digest: str) -> bool:
         return self._path(blob_key(digest)).is_file()
 
@@ -70,17 +79,11 @@ class LocalStore:
             return False
         with self._errors(f"write blob {digest[:12]}"):
             temp = self._temp(final)
-            hasher = hashlib.sha256()
             try:
-                with path.open("rb") as source, temp.open("wb") as target:
-                    while chunk := source.read(CHUNK):
-                        hasher.update(chunk)
-                        target.write(chunk)
-                    target.flush()
-                    os.fsync(target.fileno())
-                if hasher.hexdigest() != digest:
+                copied = _copy_hashing(path, temp, durable=True)
+                if copied != digest:
                     raise StoreError(f"{path} changed while it was published: sha256 "
-                                     f"{hasher.hexdigest()[:12]} is not {digest[:12]}")
+                                     f"{copied[:12]} is not {digest[:12]}")
                 os.replace(temp, final)
                 self._fsync_dir(final.parent)
             finally:
@@ -93,12 +96,7 @@ class LocalStore:
         if final.is_file():
             return digest, False
         with self._errors(f"write blob {digest[:12]}"):
-            temp = self._write_temp(final, data)
-            try:
-                os.replace(temp, final)
-                self._fsync_dir(final.parent)
-            finally:
-                temp.unlink(missing_ok=True)
+            self._write_replacing(final, data)
         return digest, True
 
     def read_blob(self, digest: str) -> bytes:
@@ -106,17 +104,12 @@ class LocalStore:
 
     def fetch_blob(self, digest: str, destination: Path) -> None:
         """Copy a blob out, checking its digest on the way; nothing is left on a mismatch."""
-        source = self._path(blob_key(digest))
-        hasher = hashlib.sha256()
         try:
-            with source.open("rb") as reader, destination.open("wb") as writer:
-                while chunk := reader.read(CHUNK):
-                    hasher.update(chunk)
-                    writer.write(chunk)
+            copied = _copy_hashing(self._path(blob_key(digest)), destination)
         except FileNotFoundError:
             destination.unlink(missing_ok=True)
             raise StoreError(f"store {self.url}: blob {digest[:12]} is missing") from None
-        if hasher.hexdigest() != digest:
+        if copied != digest:
             destination.unlink(missing_ok=True)
             raise StoreError(f"store {self.url}: blob {digest[:12]} does not match its digest")
 
@@ -190,12 +183,7 @@ class LocalStore:
                     raise ConflictError(
                         f"store {self.url}: {key} changed since it was read (another "
                         "promotion or rollback won the race); nothing was changed")
-                temp = self._write_temp(final, data)
-                try:
-                    os.replace(temp, final)
-                    self._fsync_dir(final.parent)
-                finally:
-                    temp.unlink(missing_ok=True)
+                self._write_replacing(final, data)
 
     def list(self, prefix: str) -> list[str]:
         folder = self._path(prefix.rstrip("/"))
@@ -205,3 +193,17 @@ class LocalStore:
             return sorted(
                 p.relative_to(self.root).as_posix() for p in folder.rglob("*")
                 if p.is_file() and not p.name.startswith("."))
+
+
+def _copy_hashing(source: Path, destination: Path, durable: bool = False) -> str:
+    """Copy `source` to `destination` in chunks (fsynced when `durable`); the sha256 hex
+    digest of the bytes copied."""
+    hasher = hashlib.sha256()
+    with source.open("rb") as reader, destination.open("wb") as writer:
+        while chunk := reader.read(CHUNK):
+            hasher.update(chunk)
+            writer.write(chunk)
+        if durable:
+            writer.flush()
+            os.fsync(writer.fileno())
+    return hasher.hexdigest()

@@ -109,15 +109,24 @@ class S3Store:
         return self._exists(blob_key(digest))
 
     def _exists(self, key: str) -> bool:
+        return self._head_object(key, f"check {key}") is not None
+
+    def _head_object(self, key: str, action: str,
+                     checksum: bool = False) -> dict[str, Any] | None:
+        """The object's HEAD (with S3's checksum when asked); None when it is absent."""
         try:
-            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            if checksum:
+                head = self.client.head_object(Bucket=self.bucket, Key=self._key(key),
+                                               ChecksumMode="ENABLED")
+            else:
+                head = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
         except ClientError as error:
             if _is_missing(error):
-                return False
-            raise self._fail(f"check {key}", error) from None
+                return None
+            raise self._fail(action, error) from None
         except BotoCoreError as error:
-            raise self._fail(f"check {key}", error) from None
-        return True
+            raise self._fail(action, error) from None
+        return dict(head)
 
     def put_blob(self, path: Path, digest: str) -> bool:
         """Upload `path` under its digest unless the store holds exactly these bytes already
@@ -137,10 +146,7 @@ class S3Store:
                     data = path.read_bytes()
                     if hashlib.sha256(data).hexdigest() != digest:
                         raise StoreError(f"{path} changed while it was published")
-                    self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
-                                           ChecksumAlgorithm="SHA256",
-                                           ChecksumSHA256=b64(digest),
-                                           Metadata={"sha256": digest})
+                    self._put_blob_object(digest, data)
                 else:
                     self.client.upload_file(
                         str(path), self.bucket, self._key(key), Config=self.transfer,
@@ -153,33 +159,26 @@ class S3Store:
 
     def put_blob_bytes(self, data: bytes) -> tuple[str, bool]:
         digest = hashlib.sha256(data).hexdigest()
-        key = blob_key(digest)
         present = self._head(digest)
         if present is not None and self._holds(digest, len(data), present, lambda: b64(digest)):
             self._records[digest] = stored_record(present)
             return digest, False
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
-                                   ChecksumAlgorithm="SHA256", ChecksumSHA256=b64(digest),
-                                   Metadata={"sha256": digest})
+            self._put_blob_object(digest, data)
         except (ClientError, BotoCoreError) as error:
             raise self._fail(f"upload blob {digest[:12]}", error) from None
         self._confirm(digest, b64(digest))
         return digest, True
 
+    def _put_blob_object(self, digest: str, data: bytes) -> None:
+        """One PUT of a blob's bytes, with the SHA-256 checksum S3 is to check them against."""
+        self.client.put_object(Bucket=self.bucket, Key=self._key(blob_key(digest)), Body=data,
+                               ChecksumAlgorithm="SHA256", ChecksumSHA256=b64(digest),
+                               Metadata={"sha256": digest})
+
     def _head(self, digest: str) -> dict[str, Any] | None:
         """The blob's HEAD with S3's checksum; None when it is absent."""
-        try:
-            head = self.client.head_object(Bucket=self.bucket,
-                                           Key=self._key(blob_key(digest)),
-                                           ChecksumMode="ENABLED")
-        except ClientError as error:
-            if _is_missing(error):
-                return None
-            raise self._fail(f"check blob {digest[:12]}", error) from None
-        except BotoCoreError as error:
-            raise self._fail(f"check blob {digest[:12]}", error) from None
-        return dict(head)
+        return self._head_object(blob_key(digest), f"check blob {digest[:12]}", checksum=True)
 
     def _holds(self, digest: str, size: int, head: dict[str, Any],
                expected: Callable[[], str]) -> bool:

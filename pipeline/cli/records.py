@@ -1,0 +1,51 @@
+"""Where the commands find a run's record and write its reports."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pipeline.cli.github import job_summary
+from pipeline.errors import PipelineError, StoreError, UsageError
+from pipeline.record import RunRecord, load_run_record, runs_dir
+from pipeline.release.manifest import (
+    VerificationUnreadable,
+    read_manifest,
+    release_record,
+    verification_blob,
+)
+from pipeline.release.store import store_for
+from pipeline.report.formats import baseline_for, render
+from pipeline.spec.models import LoadedSpec
+
+
+def _write_reports(loaded: LoadedSpec, record: RunRecord, run_dir: Path) -> None:
+    """report.html beside the record (after the run: never inside a measurement window),
+    and the job summary when running in GitHub Actions."""
+    try:
+        baseline = baseline_for(store_for(loaded), loaded.spec.name, record)
+    except PipelineError:
+        baseline = None
+    (run_dir / "report.html").write_text(render(record, "html", baseline), encoding="utf-8")
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        job_summary(render(record, "markdown", baseline))
+
+
+def _find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:
+    if (runs_dir(loaded.workspace) / identifier / "record.json").is_file():
+        return load_run_record(loaded.workspace, identifier)
+    store = store_for(loaded)
+    try:
+        manifest = read_manifest(store, loaded.spec.name, identifier)
+    except UsageError:
+        raise UsageError(f"{identifier}: neither a run under {runs_dir(loaded.workspace)} nor "
+                         f"a release of '{loaded.spec.name}' in {store.url}") from None
+    run_id = manifest.get("run_id", "")
+    if (runs_dir(loaded.workspace) / run_id / "record.json").is_file():
+        return load_run_record(loaded.workspace, run_id)
+    if verification_blob(manifest) is None:
+        raise UsageError(f"release {identifier} carries no verification record")
+    try:
+        return release_record(store, manifest, identifier)
+    except VerificationUnreadable as exc:
+        raise StoreError(f"release {identifier}: {exc}") from None

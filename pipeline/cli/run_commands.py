@@ -1,0 +1,158 @@
+"""`promote`, `run` and `measure`: the commands that run the stages."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipeline.cli.common import DEFAULT_SPEC, Actor, SpecFile, acting, actor_name, out
+from pipeline.cli.progress import ProgressView
+from pipeline.cli.records import _write_reports
+from pipeline.context import RunContext
+from pipeline.errors import Interrupted, PipelineFailed, UsageError
+from pipeline.model.source import resolve_model_source
+from pipeline.record import runs_dir
+from pipeline.release.identity import acting_user, names_of
+from pipeline.release.promotion import (
+    CheckedPromotion,
+    check_new_release_approval,
+    check_promotion,
+    promote_existing,
+)
+from pipeline.release.store import store_for
+from pipeline.report.terminal import render_terminal
+from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
+from pipeline.servers.base import ModelServer
+from pipeline.servers.torchserve.server import TorchServeEndpoint
+from pipeline.servers.triton.server import TritonEndpoint
+from pipeline.spec.loading import load_spec
+from pipeline.spec.models import LoadedSpec
+
+
+def _execute(file: Path, environment: str | None, promote_to: str | None, by: str | None,
+             command: str, approved_by: str | None = None,
+             promotion: CheckedPromotion | None = None,
+             selected: frozenset[str] | None = None,
+             attach: Callable[[LoadedSpec], ModelServer] | None = None) -> None:
+    loaded = load_spec(file, environment)
+    stages_to_run(selected, attached=attach is not None)   # refuse a bad selection early
+    run_id = new_run_id()
+    run_dir = runs_dir(loaded.workspace) / run_id
+    run_dir.mkdir(parents=True)
+    title = (f"{command} {environment or ''} · {loaded.spec.name} · run {run_id}").replace(
+        "  ", " ")
+    with ExitStack() as resources, ProgressView(out, [s.NAME for s in STAGES], title) as view:
+        ctx = RunContext(loaded=loaded, run_id=run_id, run_dir=run_dir, env=dict(os.environ),
+                         resources=resources, progress=view, promote_to=promote_to,
+                         actor=actor_name(by), approved_by=approved_by, promotion=promotion)
+        if attach is not None:
+            ctx.server = attach(loaded)
+            if selected is None or "parity" in selected:
+                source = resolve_model_source(loaded, run_dir / "model-source")
+                ctx.model_source = source
+                ctx.preload_reference(source.file)
+        try:
+            record = run_pipeline(ctx, view, command=command, selected=selected)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted: the server was stopped and nothing was promoted "
+                              f"(record: {run_dir / 'record.json'})") from None
+    out.print(render_terminal(record))
+    _write_reports(loaded, record, run_dir)
+    out.print(f"record: {run_dir / 'record.json'}  report: {run_dir / 'report.html'}")
+    if record.status != "passed":
+        failed = record.first_failed_stage()
+        reason = f"{failed.name}: {failed.message}" if failed else "not all passed"
+        kind = failed.details.get("exit_code", 1) if failed else 1
+        raise PipelineFailed(f"run {run_id} failed at {reason}", kind)
+    if record.release_id:
+        out.print(f"release {record.release_id}")
+
+
+def promote(environment: Annotated[str, typer.Argument(help="Target environment.")],
+            file: SpecFile = DEFAULT_SPEC, by: Actor = None,
+            release: Annotated[str | None, typer.Option(
+                "--release", help="Promote this existing release (no rebuild).")] = None,
+            approved_by: Annotated[str | None, typer.Option(
+                "--approved-by", help="Record this approval and promote in one step.")] = None,
+            note: Annotated[str, typer.Option("--note", help="Kept with the event.")] = "",
+            ) -> None:
+    """Point ENVIRONMENT at a verified release.
+
+    Without --release, and when the environment requires no other one, this
+    builds, verifies and publishes a new release first. An environment whose
+    overlay has `requires: [staging]` takes the release current there (or
+    --release), never a rebuild, after checking its blobs and its approval.
+    """
+    loaded = load_spec(file, environment)
+    if loaded.policy.reverify and (release is not None or loaded.policy.requires):
+        checked = check_promotion(store_for(loaded), loaded, environment, release, approved_by)
+        _execute(file, environment, environment, by, "promote", promotion=checked)
+        return
+    if release is not None or loaded.policy.requires:
+        store = store_for(loaded)
+        event = promote_existing(store, loaded, environment, release, actor_name(by),
+                                 approved_by=approved_by, note=note, actor=acting(store))
+        approvers = ", ".join(event.get("approved_by") or []) or "not required"
+        out.print(f"{environment}: {event['previous_release_id'] or 'nothing'} → "
+                  f"{event['release_id']} (by {event['by']}; approved: {approvers})")
+        out.print(f"release {event['release_id']}")
+        return
+    creators = names_of(actor_name(by), {"user": acting_user(os.environ)})
+    check_new_release_approval(loaded, environment, approved_by, creators)
+    _execute(file, environment, environment, by, "promote", approved_by)
+
+
+Stages = Annotated[str | None, typer.Option(
+    "--stages", help="Comma-separated subset: readiness, parity, latency, saturation.")]
+
+
+def _selection(stages: str | None) -> frozenset[str] | None:
+    if stages is None:
+        return None
+    return frozenset(name.strip() for name in stages.split(",") if name.strip())
+
+
+def run_command(file: SpecFile = DEFAULT_SPEC,
+                env: Annotated[str | None, typer.Option("--env", help="Environment overlay to "
+                                                        "verify against.")] = None,
+                by: Actor = None, stages: Stages = None) -> None:
+    """Run every stage and publish the release, without moving any environment pointer.
+
+    With --stages, run only those (plus build, start and readiness): a re-measurement
+    that publishes nothing.
+    """
+    _execute(file, env, None, by, "run", selected=_selection(stages))
+
+
+def measure(url: Annotated[str, typer.Option("--url", help="The running server: Triton's "
+                                              "HTTP URL or TorchServe's inference URL.")],
+            file: SpecFile = DEFAULT_SPEC,
+            env: Annotated[str | None, typer.Option("--env")] = None,
+            stages: Stages = "latency,saturation",
+            grpc_url: Annotated[str | None, typer.Option(
+                "--grpc-url", help="Triton's gRPC host:port (for protocol: grpc).")] = None,
+            management_url: Annotated[str | None, typer.Option(
+                "--management-url", help="TorchServe's management API (readiness).")] = None,
+            metrics_url: Annotated[str | None, typer.Option(
+                "--metrics-url", help="TorchServe's metrics API (server-side numbers).")] = None,
+            key_file: Annotated[Path | None, typer.Option(
+                "--key-file", help="TorchServe's key_file.json (token authorization).")] = None,
+            ) -> None:
+    """Measure a server that is already running (nothing is built, started or published).
+
+    The spec gives the model's name, tensors and the gates; the server kind is the spec's.
+    """
+
+    def attach(loaded: LoadedSpec) -> ModelServer:
+        if loaded.spec.server.kind == "triton":
+            return TritonEndpoint(loaded, url, grpc_url)
+        if management_url is None or metrics_url is None:
+            raise UsageError("measuring TorchServe needs --management-url and --metrics-url")
+        return TorchServeEndpoint(loaded, url, management_url, metrics_url, key_file)
+
+    _execute(file, env, None, None, "measure", selected=_selection(stages), attach=attach)

@@ -1,0 +1,30 @@
+"""`validate` and `schema`: the spec on its own."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from pipeline.cli.common import DEFAULT_SPEC, SpecFile, out
+from pipeline.spec.loading import load_spec
+from pipeline.spec.models import json_schema
+
+
+def validate(file: SpecFile = DEFAULT_SPEC,
+             env: Annotated[str | None, typer.Option("--env", help="Merge this environment's "
+                                                     "overlay first.")] = None) -> None:
+    """Check a spec (and an environment overlay); exit 2 with file:line:col on errors."""
+    loaded = load_spec(file, env)
+    spec = loaded.spec
+    queue = spec.slo.queue_budget()
+    out.print(f"{' + '.join(loaded.files)}: valid ({spec.name}, {spec.server.kind}, "
+              f"queue budget {queue} for max_queue_delay "
+              f"{spec.server.batching.max_queue_delay})")
+
+
+def schema() -> None:
+    """Print the JSON schema of serve.yaml version 1."""
+    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")

@@ -1,0 +1,96 @@
+"""What a load window measured: latencies (µs) in an HDR histogram, and outcomes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from hdrh.histogram import HdrHistogram
+
+from pipeline import metric_names as m
+
+MAX_LATENCY_US = 3_600_000_000
+MIN_SAMPLES_FOR = {"p50": 2, "p90": 10, "p95": 20, "p99": 100, "p999": 1000}
+
+
+def new_histogram() -> HdrHistogram:
+    return HdrHistogram(1, MAX_LATENCY_US, 3)
+
+
+def latency_us(elapsed_s: float) -> int:
+    return min(MAX_LATENCY_US, max(1, int(elapsed_s * 1e6)))
+
+
+def failed_latency_us(elapsed_s: float, timeout_s: float) -> int:
+    """What a failed or timed-out request adds to the latency histogram.
+
+    It is censored at the timeout: it delivered no answer within the longest wait
+    the client accepts, so it counts as at least that slow. Recording a fast error
+    (a 500 after 2 ms) at its elapsed time would make a server that fails fast look
+    faster; leaving it out would let a timeout never raise p99.
+    """
+    return latency_us(max(elapsed_s, timeout_s))
+
+
+@dataclass
+class LoadResult:
+    """Latencies (µs) and outcomes of one measurement window.
+
+    The histogram holds every request: answered ones at their latency, failed and
+    timed-out ones censored at the request timeout (see `failed_latency_us`).
+    """
+
+    duration_s: float
+    histogram: HdrHistogram = field(default_factory=new_histogram)
+    completed: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    client_cpu_s: float = 0.0
+
+    def merge(self, other: LoadResult) -> None:
+        self.histogram.add(other.histogram)
+        self.completed += other.completed
+        self.errors.update(other.errors)
+        self.duration_s += other.duration_s
+        self.client_cpu_s += other.client_cpu_s
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def throughput(self) -> float:
+        return self.completed / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def error_rate(self) -> float:
+        total = self.completed + self.error_count
+        return self.error_count / total if total else 0.0
+
+    def percentile_ms(self, percentile: float) -> float:
+        if self.histogram.get_total_count() == 0:
+            return 0.0
+        return float(self.histogram.get_value_at_percentile(percentile)) / 1e3
+
+    def thin_percentiles(self) -> list[str]:
+        """Percentiles that need more samples than were taken."""
+        count = self.histogram.get_total_count()
+        return [name for name, needed in MIN_SAMPLES_FOR.items() if count < needed]
+
+    def summary(self) -> dict[str, float]:
+        count = self.histogram.get_total_count()
+        requests = self.completed + self.error_count
+        return {
+            m.P50_MS: self.percentile_ms(50),
+            m.P90_MS: self.percentile_ms(90),
+            m.P95_MS: self.percentile_ms(95),
+            m.P99_MS: self.percentile_ms(99),
+            m.P999_MS: self.percentile_ms(99.9),
+            m.MAX_MS: float(self.histogram.get_max_value()) / 1e3 if count else 0.0,
+            m.MEAN_MS: float(self.histogram.get_mean_value()) / 1e3 if count else 0.0,
+            "requests": float(requests),
+            "errors": float(self.error_count),
+            "error_rate": self.error_rate,
+            "throughput_rps": self.throughput,
+            "client_cpu_ms_per_request": (self.client_cpu_s * 1e3 / requests
+                                          if requests else 0.0),
+        }

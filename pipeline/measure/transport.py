@@ -1,0 +1,39 @@
+"""How a load generator sends one request: over HTTP (a pool of raw connections) or gRPC."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pipeline.measure.grpc_client import GrpcCaller, GrpcRequest
+from pipeline.measure.http_client import WireError, WirePool
+from pipeline.servers.base import HttpRequest
+
+Target = HttpRequest | GrpcRequest
+
+
+class Transport(Protocol):
+    async def send(self, timeout_s: float) -> str | None: ...
+    async def close(self) -> None: ...
+
+
+class _HttpTransport:
+    def __init__(self, request: HttpRequest) -> None:
+        self.pool = WirePool(request)
+
+    async def send(self, timeout_s: float) -> str | None:
+        try:
+            status = await self.pool.send(timeout_s)
+        except TimeoutError:
+            return "timeout"
+        except WireError:
+            return "connection"
+        return None if status == 200 else f"http_{status}"
+
+    async def close(self) -> None:
+        self.pool.close()
+
+
+def transport_for(target: Target) -> Transport:
+    if isinstance(target, GrpcRequest):
+        return GrpcCaller(target)
+    return _HttpTransport(target)
