@@ -27,10 +27,12 @@ MODEL_SOURCE = Path(__file__).parent / "stall_model" / "model.py"
 
 @dataclass(frozen=True)
 class StallScenario:
-    every: int = 200
-    stall_s: float = 0.3
-    rate: float = 100.0
-    seconds: float = 9.0
+    """Every `every`-th request stalls the model for `stall_s`, under `rate`/s for `seconds`."""
+
+    every: int = 200      # requests between stalls
+    stall_s: float = 0.3  # how long the model stalls
+    rate: float = 100.0   # offered requests per second
+    seconds: float = 9.0  # the schedule's length
 
     def expected_latencies(self, service_s: float) -> list[float]:
         done, latencies = 0.0, []

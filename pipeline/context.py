@@ -30,24 +30,28 @@ def no_progress(stage: str, done: float, total: float, text: str) -> None:
 
 @dataclass
 class RunContext:
-    loaded: LoadedSpec
-    run_id: str
-    run_dir: Path
-    env: Mapping[str, str]
-    resources: ExitStack
-    progress: Progress = no_progress
-    promote_to: str | None = None
-    actor: str = "unknown"
-    approved_by: str | None = None
-    build: BuiltArtifact | None = None
-    server: ModelServer | None = None
-    results: list[StageResult] = field(default_factory=list)
-    release_id: str | None = None
-    model_source: ResolvedSource | None = None
+    """One run's shared state. The CLI fills the first block; stages fill the rest, each
+    field set by the stage named beside it and read by the ones after it."""
+
+    loaded: LoadedSpec                        # the spec with its overlay, as validated
+    run_id: str                               # YYYYMMDD-HHMMSS-xxxxxx
+    run_dir: Path                             # .serve-pipeline/runs/<run_id>/
+    env: Mapping[str, str]                    # the environment servers are started with
+    resources: ExitStack                      # closed at teardown: servers, containers
+    progress: Progress = no_progress          # the progress view (or nothing)
+    promote_to: str | None = None             # the environment publish moves, if any
+    actor: str = "unknown"                    # who runs it (audit)
+    approved_by: str | None = None            # an approval given with the command
+
+    build: BuiltArtifact | None = None        # build: the served artifact, digested
+    server: ModelServer | None = None         # start (or attached by `measure --url`)
+    results: list[StageResult] = field(default_factory=list)   # runner: so far
+    release_id: str | None = None             # publish: the release written
+    model_source: ResolvedSource | None = None  # build: where the model came from
     promotion: CheckedPromotion | None = None   # re-verifying an existing release
-    image: BuiltImage | None = None
-    docker: DockerEngine | None = None
-    _reference: Future[LoadedModel] | None = None
+    image: BuiltImage | None = None           # build (runtime: docker): the image
+    docker: DockerEngine | None = None        # build (runtime: docker): the daemon
+    _reference: Future[LoadedModel] | None = None   # the reference model, loading
 
     def preload_reference(self, model_file: Path) -> None:
         """Load the reference model (and torch) in the background while the server starts."""

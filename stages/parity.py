@@ -36,11 +36,13 @@ REQUEST_TIMEOUT_S = 30.0
 
 @dataclass
 class Comparison:
-    elements: int = 0
-    mismatched: int = 0
+    """What parity compared: elements, mismatches, the largest errors, and what went wrong."""
+
+    elements: int = 0                 # output elements compared
+    mismatched: int = 0               # of those, outside atol + rtol * |reference|
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
-    requests: int = 0
+    requests: int = 0                 # requests sent (batched and single items)
     problems: list[str] | None = None
     served_dtypes: dict[str, set[str]] = field(default_factory=dict)
     model_dtypes: dict[str, set[str]] = field(default_factory=dict)

@@ -23,10 +23,12 @@ PREFERRED = "#2f81f7"
 
 @dataclass(frozen=True)
 class Margins:
-    left: float = 56
+    """Room around a chart's plot area for axis labels and the title, in SVG units."""
+
+    left: float = 56      # the y-axis tick labels
     right: float = 20
-    top: float = 22
-    bottom: float = 46
+    top: float = 22       # the title
+    bottom: float = 46    # the x-axis tick labels and its label
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ BATCH_METRIC = "ServePipelineBatches"
 
 @dataclass(frozen=True)
 class TorchServeStats:
+    """Cumulative counters from TorchServe's metrics API (and our batch-size metric)."""
+
     requests: float = 0.0
     inference_us: float = 0.0
     queue_us: float = 0.0
