@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from pipeline.cli.compare import compare
 from pipeline.cli.doctor import doctor
 from pipeline.cli.github import annotate, job_summary
 from pipeline.cli.progress import LiveView
@@ -318,6 +319,7 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
 
 
 app.command()(doctor)
+app.command()(compare)
 
 store_app = typer.Typer(help="Inspect the release store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
