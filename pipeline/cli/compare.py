@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -15,6 +15,7 @@ from pipeline.cli.github import job_summary
 from pipeline.compare import adapters
 from pipeline.compare.run import Options, run_compare
 from pipeline.compare.translate import parse_kinds
+from pipeline.errors import PipelineFailed
 from pipeline.report.sidebyside_html import render_sidebyside_html
 from pipeline.report.sidebyside_markdown import render_sidebyside_markdown
 from pipeline.report.sidebyside_terminal import render_sidebyside_terminal
@@ -69,3 +70,10 @@ def compare(file: Annotated[Path, typer.Option("--file", "-f", help="The spec (d
                       width=None if sys.stdout.isatty() else 160)
         out.print(render_sidebyside_terminal(record))
         out.print(f"record: {run_dir / 'comparison.json'}  report: {run_dir / 'report.html'}")
+    if not any(s.get("status") == "measured" for s in record["servers"].values()):
+        raise PipelineFailed(f"compare {record['compare_id']}: no server could be measured "
+                             f"({verdict_text(record)})")
+
+
+def verdict_text(record: dict[str, Any]) -> str:
+    return str(record.get("verdict", {}).get("line", ""))
