@@ -14,7 +14,7 @@ from rich.console import Console
 from pipeline.cli.github import job_summary
 from pipeline.compare import adapters
 from pipeline.compare.run import Options, run_compare
-from pipeline.compare.translate import parse_kinds
+from pipeline.compare.translate import parse_instances, parse_kinds
 from pipeline.errors import PipelineFailed
 from pipeline.report.sidebyside_html import render_sidebyside_html
 from pipeline.report.sidebyside_markdown import render_sidebyside_markdown
@@ -41,6 +41,9 @@ def compare(file: Annotated[Path, typer.Option("--file", "-f", help="The spec (d
             max_concurrency: Annotated[int | None, typer.Option(
                 "--max-concurrency", help="Highest load point (default: "
                 "stages.saturation.max_concurrency).")] = None,
+            instances: Annotated[str | None, typer.Option(
+                "--instances", help="Per kind, in place of server.instances: "
+                "e.g. triton=2,torchserve=1.")] = None,
             ) -> None:
     """Serve the spec with both server kinds, one at a time, and compare them in
     interleaved windows: throughput at the SLO, latency curves, cold start, memory,
@@ -50,7 +53,8 @@ def compare(file: Annotated[Path, typer.Option("--file", "-f", help="The spec (d
         adapters.require_tune()
     loaded = load_spec(file)
     err = Console(stderr=True, highlight=False)
-    record, run_dir = run_compare(loaded, kinds, Options(rounds, window, max_concurrency),
+    options = Options(rounds, window, max_concurrency, parse_instances(instances, kinds))
+    record, run_dir = run_compare(loaded, kinds, options,
                                   dict(os.environ),
                                   lambda line: err.print(f"[dim]· {line}[/dim]"))
     html = render_sidebyside_html(record)

@@ -34,6 +34,7 @@ class Options:
     rounds: int = 3
     window_s: float | None = None         # default: stages.saturation.probe_duration
     max_concurrency: int | None = None    # default: stages.saturation.max_concurrency
+    instances: Mapping[str, int] | None = None   # per kind, in place of server.instances
 
     def check(self) -> None:
         if not 2 <= self.rounds <= 8:
@@ -50,7 +51,7 @@ def run_compare(loaded: LoadedSpec, kinds: tuple[str, str], options: Options,
                 announce: Callable[[str], None]) -> tuple[dict[str, Any], Path]:
     """The comparison record and the run folder it was written to."""
     options.check()
-    translated = translate(loaded, kinds)
+    translated = translate(loaded, kinds, options.instances)
     adapters.preflight([t.loaded for t in translated], env)
     started, clock = utc_now(), time.monotonic()
     run_id = new_run_id()
@@ -142,7 +143,7 @@ def _record(loaded: LoadedSpec, run_id: str, kinds: tuple[str, str],
                    "protocol": "http",
                    "differs": "payload encoding: each server's own binary body (Triton: "
                               "KServe v2 binary tensors; TorchServe: .npy/.npz)"},
-        "translation": [asdict(setting) for setting in settings(spec)],
+        "translation": [asdict(setting) for setting in settings(spec, options.instances)],
         "servers": servers,
         "windows": [window.to_json() for window in measured.windows],
     }

@@ -8,6 +8,7 @@ are named as such. A spec that only one kind can serve is refused (exit 2) with 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from pipeline.errors import UsageError
@@ -40,6 +41,22 @@ def parse_kinds(text: str) -> tuple[str, str]:
     return kinds[0], kinds[1]
 
 
+def parse_instances(text: str | None, kinds: tuple[str, str]) -> dict[str, int]:
+    """`triton=2,torchserve=1`: instances (Triton) / workers (TorchServe) per kind, in place
+    of server.instances (to compare configs on purpose, e.g. a handicapped one)."""
+    if not text:
+        return {}
+    counts: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        kind, _, count = part.partition("=")
+        if kind.strip() not in kinds or not count.strip().isdigit() or \
+                not 1 <= int(count) <= 64:
+            raise UsageError(f"--instances: {part!r}: expected KIND=N with KIND one of "
+                             f"{', '.join(kinds)} and N in 1..64")
+        counts[kind.strip()] = int(count)
+    return counts
+
+
 def refusals(spec: Spec, file: str) -> list[str]:
     """Keys that only one of the kinds can serve: each a one-line reason."""
     server = spec.server
@@ -60,7 +77,8 @@ def refusals(spec: Spec, file: str) -> list[str]:
     return found
 
 
-def translate(loaded: LoadedSpec, kinds: tuple[str, str]) -> list[Translated]:
+def translate(loaded: LoadedSpec, kinds: tuple[str, str],
+              instances: Mapping[str, int] | None = None) -> list[Translated]:
     """The spec once per kind (ports picked free for each); UsageError naming the key
     when one kind cannot serve it."""
     problems = refusals(loaded.spec, loaded.files[-1])
@@ -71,18 +89,23 @@ def translate(loaded: LoadedSpec, kinds: tuple[str, str]) -> list[Translated]:
     stages = spec.stages.model_copy(update={"latency": latency})
     translated = []
     for kind in kinds:
-        server = spec.server.model_copy(update={"kind": kind, "ports": {}})
+        count = (instances or {}).get(kind, spec.server.instances)
+        server = spec.server.model_copy(update={"kind": kind, "ports": {},
+                                                "instances": count})
         per_kind = spec.model_copy(update={"server": server, "stages": stages})
         translated.append(Translated(kind, replace(loaded, spec=per_kind)))
     return translated
 
 
-def settings(spec: Spec) -> list[Setting]:
+def settings(spec: Spec, instances: Mapping[str, int] | None = None) -> list[Setting]:
     """The server block as written, and as each kind's own config receives it."""
+    counts = {kind: (instances or {}).get(kind, spec.server.instances) for kind in KINDS}
+    written = str(spec.server.instances) + (
+        f" (--instances {','.join(f'{k}={n}' for k, n in instances.items())})"
+        if instances else "")
     batching = spec.server.batching
     delay = batching.max_queue_delay
     preferred = batching.preferred_batch_sizes
-    count = spec.server.instances
     device = "KIND_GPU" if spec.server.device == "gpu" else "KIND_CPU"
     return [
         Setting("server.batching.max_batch_size", str(batching.max_batch_size),
@@ -96,9 +119,10 @@ def settings(spec: Spec) -> list[Setting]:
                  else "(none: batches up to max_batch_size)",
                  "torchserve": "(no such setting: batches up to batchSize; the report shows "
                                "whether the preferred sizes formed)"}),
-        Setting("server.instances", str(count),
-                {"triton": f"instance_group {{count: {count}, kind: {device}}}",
-                 "torchserve": f"minWorkers: {count}, maxWorkers: {count}"}),
+        Setting("server.instances", written,
+                {"triton": f"instance_group {{count: {counts['triton']}, kind: {device}}}",
+                 "torchserve": f"minWorkers: {counts['torchserve']}, "
+                               f"maxWorkers: {counts['torchserve']}"}),
         Setting("server.ports", str(spec.server.ports or "{}"),
                 {"triton": "http, grpc, metrics: free ports on 127.0.0.1",
                  "torchserve": "inference, management, metrics, gRPC: free ports on "
