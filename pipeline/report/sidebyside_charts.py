@@ -33,7 +33,7 @@ PERCENTILE_STYLE = {"p99_ms": ("", 2.2), "p95_ms": ("6 3", 1.4), "p50_ms": ("2 3
 def _frame(chart_id: str, title: str, x_values: Sequence[float], y_max: float,
            y_label: str, width: float, height: float) -> tuple[ET.Element, Scale, Scale,
                                                                  tuple[float, float]]:
-    margins = Margins(right=150)
+    margins = Margins(right=230)
     svg = _root(chart_id, width, height, title)
     left, right = margins.left, width - margins.right
     bottom, top = height - margins.bottom, margins.top
@@ -74,7 +74,7 @@ def _legend(svg: ET.Element, entries: list[tuple[str, str, str]], x: float) -> N
 
 
 def latency_chart(curves: Mapping[str, list[dict[str, Any]]], slo_ms: float | None,
-                  chart_id: str = "latency-chart", width: float = 760,
+                  chart_id: str = "latency-chart", width: float = 860,
                   height: float = 320) -> ET.Element:
     """p50, p95 and p99 of each server against concurrency, with the SLO line."""
     title = "p50 / p95 / p99 latency against offered load, both servers"
@@ -103,7 +103,7 @@ def latency_chart(curves: Mapping[str, list[dict[str, Any]]], slo_ms: float | No
 
 def throughput_chart(curves: Mapping[str, list[dict[str, Any]]],
                      at_slo: Mapping[str, float | None], chart_id: str = "throughput-chart",
-                     width: float = 760, height: float = 280) -> ET.Element:
+                     width: float = 860, height: float = 280) -> ET.Element:
     """Throughput of each server against concurrency; a ring where it met the SLO best."""
     title = "throughput against offered load, both servers (ring: throughput at the SLO)"
     xs = [p["concurrency"] for curve in curves.values() for p in curve]
@@ -125,7 +125,8 @@ def throughput_chart(curves: Mapping[str, list[dict[str, Any]]],
             y = y_of(best)
             _el(svg, "line", class_="at-slo", x1=x_scale.start, x2=x_scale.end, y1=y, y2=y,
                 stroke=colour, stroke_dasharray="8 3")
-        legend.append((f"{kind}" + (f": {best:,.0f}/s at SLO" if best else ""), colour, ""))
-    legend.append(("red dot: missed the SLO", FAIL, ""))
+        legend.append((f"{kind}" + (f": {best:,.0f}/s at the SLO" if best else
+                                    ": never met the SLO"), colour, ""))
+    legend.append(("red dot: SLO missed", FAIL, ""))
     _legend(svg, legend, right + 16)
     return svg

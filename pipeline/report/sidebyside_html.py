@@ -29,7 +29,9 @@ def _banner(parent: ET.Element, record: Mapping[str, Any]) -> None:
     _el(heading, "span", f"{' vs '.join(kinds(record))} · {record.get('name')}")
     _el(left, "div", f"compare {record.get('compare_id')} · spec {record.get('spec_file')} · "
         f"{number(record.get('duration_s'), ' s', 0)}", cls="sub")
-    _el(banner, "div", verdict_line(record), cls="verdict", id="verdict")
+    # Under the heading, not beside it: the verdict line is a sentence, not a badge.
+    _el(left, "div", verdict_line(record), id="verdict",
+        style="font-size: 16px; font-weight: 600; margin-top: 8px")
 
 
 def _rows(parent: ET.Element, title: str, headers: list[str], rows: list[list[str]],
