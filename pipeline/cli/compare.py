@@ -44,6 +44,9 @@ def compare(file: Annotated[Path, typer.Option("--file", "-f", help="The spec (d
             instances: Annotated[str | None, typer.Option(
                 "--instances", help="Per kind, in place of server.instances: "
                 "e.g. triton=2,torchserve=1.")] = None,
+            no_exception_probe: Annotated[bool, typer.Option(
+                "--no-exception-probe", help="Skip starting each kind once more with a "
+                "model that raises.")] = False,
             ) -> None:
     """Serve the spec with both server kinds, one at a time, and compare them in
     interleaved windows: throughput at the SLO, latency curves, cold start, memory,
@@ -53,7 +56,8 @@ def compare(file: Annotated[Path, typer.Option("--file", "-f", help="The spec (d
         adapters.require_tune()
     loaded = load_spec(file)
     err = Console(stderr=True, highlight=False)
-    options = Options(rounds, window, max_concurrency, parse_instances(instances, kinds))
+    options = Options(rounds, window, max_concurrency, parse_instances(instances, kinds),
+                      exception_probe=not no_exception_probe)
     record, run_dir = run_compare(loaded, kinds, options,
                                   dict(os.environ),
                                   lambda line: err.print(f"[dim]· {line}[/dim]"))

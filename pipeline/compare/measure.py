@@ -76,8 +76,12 @@ def measure(contenders: Mapping[str, Contender], plan: list[Window], window_s: f
     for kind, contender in contenders.items():
         latency = contender.ctx.loaded.spec.stages.latency
         announce(f"{kind}: warm-up at concurrency {latency.concurrency} for {latency.warmup}")
-        closed_window(contender.ctx, contender.server, contender.target, STAGE,
-                      latency.concurrency, latency.warmup.seconds, "warm-up")
+        try:
+            closed_window(contender.ctx, contender.server, contender.target, STAGE,
+                          latency.concurrency, latency.warmup.seconds, "warm-up")
+        except ServerError as exc:
+            measured.died[kind] = f"during the warm-up: {exc}"
+            continue
         before[kind] = contender.server.stats()
     origin = time.monotonic()
     for window in plan:

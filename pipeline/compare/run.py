@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeline import __version__
 from pipeline.compare import adapters
+from pipeline.compare.exception_probe import probe_model_exception
 from pipeline.compare.measure import Contender, Measured, measure
 from pipeline.compare.plan import interleaved, load_points
 from pipeline.compare.summary import compute_units, failure_path, server_figures, verdict_and_plan
@@ -35,6 +36,7 @@ class Options:
     window_s: float | None = None         # default: stages.saturation.probe_duration
     max_concurrency: int | None = None    # default: stages.saturation.max_concurrency
     instances: Mapping[str, int] | None = None   # per kind, in place of server.instances
+    exception_probe: bool = True          # start each kind once more with a raising model
 
     def check(self) -> None:
         if not 2 <= self.rounds <= 8:
@@ -73,6 +75,12 @@ def run_compare(loaded: LoadedSpec, kinds: tuple[str, str], options: Options,
         plan = interleaved(tuple(contenders), points, options.rounds)
         measured = measure(contenders, plan, window_s, announce)
         announce("stopping the servers")
+    if options.exception_probe:
+        for item in translated:
+            if servers[item.kind].get("failed_at") != "start":
+                announce(f"{item.kind}: the model_exception probe (a stand-in that raises)")
+                servers[item.kind].setdefault("failure_path", {})["model_exception"] = \
+                    probe_model_exception(item.loaded, run_dir / item.kind / "exception", env)
     for kind, why in measured.died.items():
         servers[kind].update(status="failed", failed_at="measure", message=why)
         disqualified[kind] = why

@@ -18,8 +18,7 @@ PROBES = {"oversized_body": "oversized_body", "declared_huge_shape": "huge_decla
           "wrong_dtype": "wrong_dtype", "wrong_shape": "wrong_shape",
           "missing_input": "missing_input", "batch_over_max": "batch_over_max",
           "unknown_model": "unknown_model"}
-MODEL_EXCEPTION_NOTE = ("not probed: needs a model that raises (the README's 'Models' "
-                        "section says what each server does then)")
+MODEL_EXCEPTION_NOTE = "not probed (--no-exception-probe)"
 
 
 def compute_units(spec: Spec) -> tuple[str, int]:

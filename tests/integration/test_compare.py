@@ -73,6 +73,36 @@ publish:
 """
 
 
+# A model that is wrong only inside TorchServe's workers (which import TorchServe's `ts`
+# package): a real kind of bug, an environment difference, and parity must catch it.
+OFF_UNDER_TORCHSERVE = """import sys
+
+import torch
+
+
+class OffUnderTorchServe(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = torch.softmax(self.linear(x), dim=-1)
+        return scores + 0.5 if "ts" in sys.modules else scores
+
+
+def build() -> torch.nn.Module:
+    return OffUnderTorchServe()
+"""
+
+
+def write_eager_model(project: Path, name: str, source: str) -> None:
+    from tests.integration.bad_models import write_bad_model  # a 16 -> 4 layer's weights
+
+    _, weights = write_bad_model(project, "wrong_dtype")
+    shutil.copyfile(weights, project / f"{name}.pt")
+    (project / f"{name}.py").write_text(source)
+
+
 def compare(project: Path, *args: str, spec: str = "serve.yaml") -> dict[str, Any]:
     result = cli(["compare", "-f", spec, *args], project, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -139,6 +169,9 @@ def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
             assert server[key] is not None, (kind, key)
         assert server["failure_path"]["wrong_dtype"]["status"] == 400
         assert server["failure_path"]["wrong_dtype"]["stays_up"] is True
+        raised = server["failure_path"]["model_exception"]
+        assert raised["status"] == 500 and raised["stays_up"] is True, raised
+        assert "raised on purpose" in raised["error"]
     assert {"winner", "margin"} <= set(record)
     shown = {t["key"]: t["per_kind"] for t in record["translation"]}
     assert shown["server.batching.max_queue_delay"]["triton"] == \
@@ -161,16 +194,10 @@ def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
 
 
 def test_the_verdict_follows_a_handicap_and_flips_with_it(project: Path) -> None:
-    import torch
-
-    from tests.integration.bad_models import write_bad_model  # the weights' 16 -> 4 layer
-
-    _, weights = write_bad_model(project, "wrong_dtype")
-    shutil.copyfile(weights, project / "waiting.pt")
-    (project / "waiting.py").write_text(WAITING_MODEL)
+    write_eager_model(project, "waiting", WAITING_MODEL)
     (project / "serve.yaml").write_text(WAITING_SPEC)
-    assert torch is not None
-    short = ["--rounds", "3", "--window", "1", "--max-concurrency", "4", "--format", "json"]
+    short = ["--rounds", "3", "--window", "1", "--max-concurrency", "4", "--format", "json",
+             "--no-exception-probe"]
     triton_ahead = compare(project, *short, "--instances", "triton=2,torchserve=1")
     torchserve_ahead = compare(project, *short, "--instances", "triton=1,torchserve=2")
     for record, winner in ((triton_ahead, "triton"), (torchserve_ahead, "torchserve")):
@@ -181,6 +208,23 @@ def test_the_verdict_follows_a_handicap_and_flips_with_it(project: Path) -> None
         check_interleaved(record)
     assert triton_ahead["servers"]["triton"]["config"] != \
         torchserve_ahead["servers"]["triton"]["config"]
+
+
+def test_a_server_failing_parity_is_reported_and_the_other_measured(project: Path) -> None:
+    write_eager_model(project, "off", OFF_UNDER_TORCHSERVE)
+    spec = WAITING_SPEC.replace("waiting", "off").replace("p99: 2s", "p99: 100ms")
+    (project / "serve.yaml").write_text(spec)
+    record = compare(project, "--rounds", "2", "--window", "0.5", "--max-concurrency", "2",
+                     "--format", "json", "--no-exception-probe")
+    failed, measured = record["servers"]["torchserve"], record["servers"]["triton"]
+    assert failed["status"] == "failed" and failed["failed_at"] == "parity", failed
+    assert "parity.mismatched_elements" in failed["message"]
+    assert "throughput_at_slo" not in failed
+    assert {w["kind"] for w in record["windows"]} == {"triton"}
+    assert measured["status"] == "measured" and measured["throughput_at_slo"] > 0
+    assert record["winner"] == "triton" and record["margin"] is None
+    assert record["verdict"]["basis"] == "only_one_qualified"
+    assert "torchserve" in record["verdict"]["line"]
 
 
 def test_a_spec_only_triton_can_serve_is_refused_naming_the_key(project: Path) -> None:

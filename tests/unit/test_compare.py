@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from pipeline.compare.exception_probe import raising_spec
 from pipeline.compare.plan import interleaved, is_interleaved, load_points
 from pipeline.compare.translate import parse_kinds, settings, translate
 from pipeline.compare.verdict import decide, permutation_p
@@ -115,6 +116,27 @@ def test_a_triton_only_backend_is_refused_naming_the_key(project: Path) -> None:
     only_triton = replace(loaded, spec=loaded.spec.model_copy(update={"server": server}))
     with pytest.raises(UsageError, match=r"server\.backend: 'onnxruntime' is a Triton-only"):
         translate(only_triton, ("triton", "torchserve"))
+
+
+def test_the_raising_stand_in_loads_on_zeros_and_raises_on_real_input(project: Path) -> None:
+    import importlib.util
+
+    import torch
+
+    loaded = load_spec(project / "serve.yaml")
+    stand_in = raising_spec(loaded, project / "probe")
+    assert stand_in.spec.model.format == "eager"
+    assert stand_in.spec.model.inputs == loaded.spec.model.inputs
+    assert stand_in.resolve(str(stand_in.spec.model.source.path)).is_file()
+    spec = importlib.util.spec_from_file_location("raising", project / "probe" / "raising.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.build()
+    (zeros,) = model(torch.zeros(3, 16))
+    assert zeros.shape == (3, 4) and zeros.dtype == torch.float32
+    with pytest.raises(RuntimeError, match="raised on purpose"):
+        model(torch.ones(1, 16))
 
 
 def test_renderings_show_both_servers_and_the_verdict() -> None:
