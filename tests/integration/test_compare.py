@@ -103,8 +103,9 @@ def write_eager_model(project: Path, name: str, source: str) -> None:
     (project / f"{name}.py").write_text(source)
 
 
-def compare(project: Path, *args: str, spec: str = "serve.yaml") -> dict[str, Any]:
-    result = cli(["compare", "-f", spec, *args], project, timeout=600)
+def compare(project: Path, *args: str, spec: str = "serve.yaml",
+            env: dict[str, str] | None = None) -> dict[str, Any]:
+    result = cli(["compare", "-f", spec, *args], project, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     body: dict[str, Any] = json.loads(result.stdout)
     return body
@@ -159,7 +160,13 @@ def check_interleaved(record: dict[str, Any]) -> None:
 
 def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
                                                              tmp_path: Path) -> None:
-    record = compare(project, *SHORT, spec="examples/mixed/serve.yaml")
+    summary = tmp_path / "step-summary.md"
+    record = compare(project, *SHORT, spec="examples/mixed/serve.yaml",
+                     env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
+    markdown = summary.read_text()
+    assert markdown.startswith(f"## triton vs torchserve · mixed-inputs · compare "
+                               f"{record['compare_id']}")
+    assert record["verdict"]["line"] in markdown
     assert set(record["servers"]) == {"triton", "torchserve"}
     for kind in ("triton", "torchserve"):
         server = record["servers"][kind]
@@ -237,6 +244,13 @@ def test_a_spec_only_triton_can_serve_is_refused_naming_the_key(project: Path) -
     assert result.returncode == 2, result.stdout + result.stderr
     assert "server.backend: 'onnxruntime' is a Triton-only backend" in result.stderr
     assert "Traceback" not in result.stderr
+    assert not (project / ".serve-pipeline" / "runs").exists()
+
+
+def test_tuned_is_refused_until_tune_exists(project: Path) -> None:
+    result = cli(["compare", "--tuned"], project, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--tuned: `tune` is not in this version yet" in result.stderr
     assert not (project / ".serve-pipeline" / "runs").exists()
 
 
