@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from pipeline.cli.compare import compare
 from pipeline.cli.doctor import doctor
 from pipeline.cli.github import annotate
 from pipeline.cli.release_commands import (
@@ -41,6 +42,7 @@ app.command(name="rollback")(rollback_command)
 app.command()(history)
 app.command()(report)
 app.command()(doctor)
+app.command()(compare)
 
 store_app = typer.Typer(help="Inspect the release store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")

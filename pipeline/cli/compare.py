@@ -1,0 +1,87 @@
+"""`serve-pipeline compare`: the same spec served by two server kinds, measured fairly."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.console import Console
+
+from pipeline.cli.github import job_summary
+from pipeline.compare import adapters
+from pipeline.compare.run import Options, run_compare
+from pipeline.compare.translate import parse_instances, parse_kinds
+from pipeline.errors import PipelineFailed
+from pipeline.report.sidebyside_html import render_sidebyside_html
+from pipeline.report.sidebyside_markdown import render_sidebyside_markdown
+from pipeline.report.sidebyside_terminal import render_sidebyside_terminal
+from pipeline.spec.loading import load_spec
+
+CompareFormat = Literal["terminal", "json", "html", "markdown"]
+
+
+def compare(file: Annotated[Path, typer.Option("--file", "-f", help="The spec (default "
+                                               "./serve.yaml).")] = Path("serve.yaml"),
+            servers: Annotated[str, typer.Option(
+                "--servers", help="The two server kinds to compare.")] = "triton,torchserve",
+            tuned: Annotated[bool, typer.Option(
+                "--tuned", help="Tune each kind first (needs `tune`).")] = False,
+            output: Annotated[CompareFormat, typer.Option(
+                "--format", help="terminal, json, html, markdown (also appended to "
+                "$GITHUB_STEP_SUMMARY when set)")] = "terminal",
+            rounds: Annotated[int, typer.Option(
+                "--rounds", help="Interleaved rounds over every load point.")] = 3,
+            window: Annotated[float | None, typer.Option(
+                "--window", help="Seconds per window (default: "
+                "stages.saturation.probe_duration).")] = None,
+            max_concurrency: Annotated[int | None, typer.Option(
+                "--max-concurrency", help="Highest load point (default: "
+                "stages.saturation.max_concurrency).")] = None,
+            instances: Annotated[str | None, typer.Option(
+                "--instances", help="Per kind, in place of server.instances: "
+                "e.g. triton=2,torchserve=1.")] = None,
+            no_exception_probe: Annotated[bool, typer.Option(
+                "--no-exception-probe", help="Skip starting each kind once more with a "
+                "model that raises.")] = False,
+            ) -> None:
+    """Serve the spec with both server kinds, one at a time, and compare them in
+    interleaved windows: throughput at the SLO, latency curves, cold start, memory,
+    batching, the failure path, and a verdict with its confidence. Publishes nothing."""
+    kinds = parse_kinds(servers)
+    if tuned:
+        adapters.require_tune()
+    loaded = load_spec(file)
+    err = Console(stderr=True, highlight=False)
+    options = Options(rounds, window, max_concurrency, parse_instances(instances, kinds),
+                      exception_probe=not no_exception_probe)
+    record, run_dir = run_compare(loaded, kinds, options,
+                                  dict(os.environ),
+                                  lambda line: err.print(f"[dim]· {line}[/dim]"))
+    html = render_sidebyside_html(record)
+    markdown = render_sidebyside_markdown(record)
+    (run_dir / "report.html").write_text(html, encoding="utf-8")
+    (run_dir / "summary.md").write_text(markdown, encoding="utf-8")
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        job_summary(markdown)
+    if output == "json":
+        sys.stdout.write(json.dumps(record, indent=2) + "\n")
+    elif output == "html":
+        sys.stdout.write(html)
+    elif output == "markdown":
+        sys.stdout.write(markdown)
+    else:
+        out = Console(highlight=False, soft_wrap=True,
+                      width=None if sys.stdout.isatty() else 160)
+        out.print(render_sidebyside_terminal(record))
+        out.print(f"record: {run_dir / 'comparison.json'}  report: {run_dir / 'report.html'}")
+    if not any(s.get("status") == "measured" for s in record["servers"].values()):
+        raise PipelineFailed(f"compare {record['compare_id']}: no server could be measured "
+                             f"({verdict_text(record)})")
+
+
+def verdict_text(record: dict[str, Any]) -> str:
+    return str(record.get("verdict", {}).get("line", ""))

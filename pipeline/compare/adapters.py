@@ -1,0 +1,83 @@
+"""Every contact `compare` has with APIs that other work is still changing, in one place:
+building and serving a spec (pipeline/servers), parity and the failure probes (the
+parity stage, run through the runner on a server that is already up), preflight, and
+`tune`. Adapt these functions, and compare follows."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.context import RunContext
+from pipeline.errors import UsageError
+from pipeline.model.source import ResolvedSource, resolve_model_source
+from pipeline.preflight import Check, PreflightFailed, Scope, run_checks
+from pipeline.results import StageResult
+from pipeline.runner import new_run_id, run_pipeline
+from pipeline.servers import server_kind
+from pipeline.servers.base import BuiltArtifact, ModelServer
+from pipeline.servers.ports import free_ports
+from pipeline.spec.models import LoadedSpec
+
+COMPARE_SCOPE = Scope(environment=None, starts_server=True, reads_source=True,
+                      publishes=False)
+
+
+@dataclass
+class Served:
+    server: ModelServer
+    artifact: BuiltArtifact
+    source: ResolvedSource
+    cold_start_s: float
+
+
+def preflight(specs: list[LoadedSpec], env: Mapping[str, str]) -> None:
+    """Every kind's checks before anything starts; all problems at once (e.g. a missing
+    java for TorchServe names what to install)."""
+    failed: list[Check] = []
+    for loaded in specs:
+        kind = loaded.spec.server.kind
+        failed += [Check(f"{kind}: {c.name}", c.status, c.detail, c.exit_kind)
+                   for c in run_checks(loaded, env, COMPARE_SCOPE) if c.status == "failed"]
+    if failed:
+        raise PreflightFailed(failed)
+
+
+def serve(loaded: LoadedSpec, folder: Path, env: Mapping[str, str],
+          resources: ExitStack) -> Served:
+    """Build the kind's artifact, start it on free loopback ports and wait until ready.
+    The server is stopped when `resources` closes (also on errors and Ctrl-C)."""
+    source = resolve_model_source(loaded, folder / "model-source")
+    kind = server_kind(loaded.spec.server.kind)
+    artifact = kind.build(loaded, source.file, folder)
+    ports = dict(zip(kind.port_names, free_ports(len(kind.port_names)), strict=True))
+    server = kind.launch(loaded, artifact, ports, folder, env)
+    resources.callback(server.stop)
+    server.start()
+    cold_start_s = server.wait_ready(loaded.spec.stages.readiness.timeout.seconds)
+    return Served(server, artifact, source, cold_start_s)
+
+
+def parity(loaded: LoadedSpec, served: Served, folder: Path,
+           env: Mapping[str, str]) -> StageResult:
+    """The parity stage (outputs against the in-process reference, then the failure
+    probes) on the running server, through the runner; its record.json lands in
+    `folder`. The server stays up: the runner closes only its own resources."""
+    with ExitStack() as own:
+        ctx = RunContext(loaded=loaded, run_id=new_run_id(), run_dir=folder, env=dict(env),
+                         resources=own, server=served.server, model_source=served.source)
+        ctx.preload_reference(served.source.file)
+        record = run_pipeline(ctx, command="compare", selected=frozenset({"parity"}))
+    return next(stage for stage in record.stages if stage.name == "parity")
+
+
+def require_tune() -> None:
+    """`--tuned` needs `serve-pipeline tune` (pipeline/tune/), not in this version yet."""
+    if importlib.util.find_spec("pipeline.tune") is None:
+        raise UsageError("--tuned: `tune` is not in this version yet (pipeline/tune/); "
+                         "run compare without --tuned")
+    raise UsageError("--tuned: tune is present but compare does not call it yet; run "
+                     "compare without --tuned")

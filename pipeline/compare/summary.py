@@ -1,0 +1,106 @@
+"""The comparison record (comparison.json): per-server figures taken from the measured
+windows, the plan as it ran, the translation, and the verdict."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pipeline import metric_names as m
+from pipeline.compare.measure import Measured, WindowResult, meets_slo
+from pipeline.compare.plan import is_interleaved
+from pipeline.compare.verdict import Spread, decide
+from pipeline.spec.models import Spec
+
+# What each failure probe is called in the comparison (the issue's names where it has one).
+PROBES = {"oversized_body": "oversized_body", "declared_huge_shape": "huge_declared_shape",
+          "wrong_dtype": "wrong_dtype", "wrong_shape": "wrong_shape",
+          "missing_input": "missing_input", "batch_over_max": "batch_over_max",
+          "unknown_model": "unknown_model"}
+MODEL_EXCEPTION_NOTE = "not probed (--no-exception-probe)"
+
+
+def compute_units(spec: Spec) -> tuple[str, int]:
+    """What throughput is divided by: the cores this process may use (both servers ran
+    on the same ones, one at a time), or the GPU on a GPU spec."""
+    if spec.server.device == "gpu":
+        return "GPU", 1
+    return "core", len(os.sched_getaffinity(0))
+
+
+def rounds_at_slo(windows: list[WindowResult], kind: str, rounds: int) -> list[float]:
+    """Each round's throughput at the SLO: its best window that met it (0 when none)."""
+    best = [0.0] * rounds
+    for window in windows:
+        if window.kind == kind and window.met_slo:
+            best[window.round] = max(best[window.round], window.throughput_rps)
+    return best
+
+
+def failure_path(parity_details: Mapping[str, Any]) -> dict[str, Any]:
+    path: dict[str, Any] = {}
+    for probe in parity_details.get("probes", []):
+        name = PROBES.get(str(probe.get("probe")), str(probe.get("probe")))
+        path[name] = {"status": probe.get("status"), "stays_up": probe.get("ready_after"),
+                      "error": probe.get("error"), "sent": probe.get("sent")}
+        if probe.get("finding"):
+            path[name]["finding"] = probe["finding"]
+    path["model_exception"] = {"status": None, "stays_up": None, "note": MODEL_EXCEPTION_NOTE}
+    return path
+
+
+def server_figures(spec: Spec, kind: str, measured: Measured, rounds: int,
+                   per_unit: int) -> dict[str, Any]:
+    """Everything measured for one server, from its own windows only."""
+    knees = rounds_at_slo(measured.windows, kind, rounds)
+    spread = Spread.of(knees)
+    merged = measured.merged.get(kind, {})
+    slo = spec.slo
+    curve = [{"concurrency": c, m.THROUGHPUT_RPS: r.throughput, m.P50_MS: r.percentile_ms(50),
+              m.P95_MS: r.percentile_ms(95), m.P99_MS: r.percentile_ms(99),
+              m.ERROR_RATE: r.error_rate,
+              "met_slo": meets_slo(r, slo.p99.ms, slo.error_rate.fraction)}
+             for c, r in sorted(merged.items())]
+    passing = [point for point in curve if point["met_slo"]]
+    knee = max(passing, key=lambda p: (p[m.THROUGHPUT_RPS], -p[m.P99_MS])) if passing else None
+    view = measured.server_view.get(kind, {})
+    memory = measured.memory.get(kind, {})
+    batches = measured.batches.get(kind, {})
+    preferred = spec.server.batching.preferred_batch_sizes
+    compute = sum(view.get(name, 0.0) for name in m.COMPUTE_METRICS) or \
+        view.get(m.SERVER_COMPUTE_INFER_US)
+    return {
+        "throughput_at_slo": spread.median,
+        "throughput_at_slo_per_unit": spread.median / per_unit,
+        "throughput_at_slo_rounds": knees,
+        "spread": {"low": spread.low, "high": spread.high},
+        "knee_concurrency": knee["concurrency"] if knee else None,
+        "p99_ms": knee[m.P99_MS] if knee else None,
+        "p50_ms": knee[m.P50_MS] if knee else None,
+        "p95_ms": knee[m.P95_MS] if knee else None,
+        "curve": curve,
+        "rss_mib": memory.get(m.SERVER_RSS_MB),
+        "pss_mib": memory.get(m.SERVER_PSS_MB),
+        "gpu_mib": memory.get(m.SERVER_GPU_MB, "not measured (no GPU or NVML here)"),
+        "batch_sizes": {str(size): count for size, count in sorted(batches.items())},
+        "preferred_formed": {str(size): batches.get(size, 0) > 0 for size in preferred},
+        "server_queue_us": view.get(m.SERVER_QUEUE_US),
+        "server_compute_us": compute,
+        "server_avg_batch_size": view.get(m.SERVER_AVG_BATCH_SIZE),
+        "windows": sum(1 for w in measured.windows if w.kind == kind),
+    }
+
+
+def verdict_and_plan(spec: Spec, kinds: tuple[str, str], measured: Measured, rounds: int,
+                     disqualified: Mapping[str, str]) -> dict[str, Any]:
+    unit, count = compute_units(spec)
+    per_round = {kind: [value / count for value in rounds_at_slo(measured.windows, kind,
+                                                                 rounds)]
+                 for kind in kinds if kind not in disqualified}
+    verdict = decide(per_round, unit, disqualified)
+    order = [w.kind for w in measured.windows]
+    return {"winner": verdict.winner, "margin": verdict.margin,
+            "verdict": verdict.to_json() | {"per": unit, "units": count},
+            "interleaved": is_interleaved(order) if len(set(order)) > 1 else False,
+            "window_order": order}

@@ -1,0 +1,165 @@
+"""compare's pure parts: the interleaved plan, the translation, the verdict on the spread,
+and the renderings of a comparison record (tests/unit/data/comparison.json, written by a
+real `compare -f serve.yaml.example`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from pipeline.compare.exception_probe import raising_spec
+from pipeline.compare.plan import interleaved, is_interleaved, load_points
+from pipeline.compare.translate import parse_kinds, settings, translate
+from pipeline.compare.verdict import decide, permutation_p
+from pipeline.errors import UsageError
+from pipeline.report.sidebyside_html import render_sidebyside_html
+from pipeline.report.sidebyside_markdown import render_sidebyside_markdown
+from pipeline.report.sidebyside_terminal import render_sidebyside_terminal
+from pipeline.spec.loading import load_spec
+from tests.htmldom import parse_html
+
+DATA = Path(__file__).resolve().parent / "data"
+HOSTILE = "<script>alert(1)</script>"
+
+
+def comparison() -> dict[str, Any]:
+    body: dict[str, Any] = json.loads((DATA / "comparison.json").read_text())
+    return body
+
+
+def test_load_points_double_up_to_the_cap() -> None:
+    assert load_points(64) == [1, 2, 4, 8, 16, 32, 64]
+    assert load_points(12) == [1, 2, 4, 8, 12]
+    assert load_points(1) == [1]
+
+
+def test_the_plan_alternates_servers_and_who_goes_first() -> None:
+    plan = interleaved(("a", "b"), [1, 4], 3)
+    assert [(w.kind, w.concurrency, w.round) for w in plan] == [
+        ("a", 1, 0), ("b", 1, 0), ("a", 4, 0), ("b", 4, 0),
+        ("b", 1, 1), ("a", 1, 1), ("b", 4, 1), ("a", 4, 1),
+        ("a", 1, 2), ("b", 1, 2), ("a", 4, 2), ("b", 4, 2)]
+    assert [w.index for w in plan] == list(range(12))
+    assert is_interleaved([w.kind for w in plan])
+    assert not is_interleaved(["a", "a", "b", "b"])
+
+
+def test_a_clean_separation_is_called_with_its_exact_confidence() -> None:
+    verdict = decide({"triton": [110, 120, 115], "torchserve": [90, 95, 100]}, "core", {})
+    assert verdict.winner == "triton"
+    assert verdict.basis == "beyond_spread"
+    assert verdict.margin == pytest.approx(115 / 95 - 1)
+    # 2 of the 20 ways to split six values 3/3 are as extreme: p = 0.1.
+    assert verdict.confidence == pytest.approx(0.9)
+    assert "triton" in verdict.line and "21%" in verdict.line
+
+
+def test_overlapping_rounds_call_no_winner_even_with_a_higher_median() -> None:
+    verdict = decide({"triton": [100, 130, 118], "torchserve": [105, 112, 101]}, "core", {})
+    assert verdict.winner is None
+    assert verdict.basis == "within_spread"
+    assert verdict.margin is not None and verdict.margin > 0
+    assert "no difference beyond the spread" in verdict.line
+
+
+def test_the_verdict_flips_with_the_figures() -> None:
+    verdict = decide({"triton": [50, 55, 52], "torchserve": [90, 95, 100]}, "core", {})
+    assert verdict.winner == "torchserve"
+
+
+def test_a_server_that_failed_parity_cannot_win() -> None:
+    verdict = decide({"triton": [10, 10, 10]}, "core", {"torchserve": "parity failed"})
+    assert verdict.winner == "triton"
+    assert verdict.basis == "only_one_qualified" and verdict.margin is None
+    assert "torchserve: parity failed" in verdict.line
+
+
+def test_no_load_meeting_the_slo_is_no_qualification() -> None:
+    verdict = decide({"triton": [0, 0, 0], "torchserve": [5, 6, 7]}, "core", {})
+    assert verdict.winner == "torchserve" and verdict.basis == "only_one_qualified"
+    none = decide({"triton": [0, 0], "torchserve": [0, 0]}, "core", {})
+    assert none.winner is None and none.basis == "none_qualified"
+
+
+def test_permutation_p_of_identical_groups_is_one() -> None:
+    assert permutation_p([1.0, 1.0, 1.0], [1.0, 1.0, 1.0]) == 1.0
+    assert permutation_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+
+
+def test_servers_must_be_two_known_kinds() -> None:
+    assert parse_kinds("torchserve, triton") == ("torchserve", "triton")
+    for bad in ("triton", "triton,triton", "triton,tensorrt"):
+        with pytest.raises(UsageError, match="--servers"):
+            parse_kinds(bad)
+
+
+def test_translation_shows_each_servers_units(project: Path) -> None:
+    loaded = load_spec(project / "serve.yaml")
+    shown = {s.key: s.per_kind for s in settings(loaded.spec)}
+    assert shown["server.batching.max_queue_delay"] == {
+        "triton": "max_queue_delay_microseconds: 2000",
+        "torchserve": "maxBatchDelay: 2 (milliseconds)"}
+    per_kind = translate(loaded, ("triton", "torchserve"))
+    assert [t.loaded.spec.server.kind for t in per_kind] == ["triton", "torchserve"]
+    assert per_kind[1].loaded.spec.model == loaded.spec.model
+    assert per_kind[1].loaded.spec.slo == loaded.spec.slo
+
+
+def test_a_triton_only_backend_is_refused_naming_the_key(project: Path) -> None:
+    loaded = load_spec(project / "serve.yaml")
+    server = loaded.spec.server.model_copy(update={"backend": "onnxruntime"})
+    only_triton = replace(loaded, spec=loaded.spec.model_copy(update={"server": server}))
+    with pytest.raises(UsageError, match=r"server\.backend: 'onnxruntime' is a Triton-only"):
+        translate(only_triton, ("triton", "torchserve"))
+
+
+def test_the_raising_stand_in_loads_on_zeros_and_raises_on_real_input(project: Path) -> None:
+    import importlib.util
+
+    import torch
+
+    loaded = load_spec(project / "serve.yaml")
+    stand_in = raising_spec(loaded, project / "probe")
+    assert stand_in.spec.model.format == "eager"
+    assert stand_in.spec.model.inputs == loaded.spec.model.inputs
+    assert stand_in.resolve(str(stand_in.spec.model.source.path)).is_file()
+    spec = importlib.util.spec_from_file_location("raising", project / "probe" / "raising.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.build()
+    (zeros,) = model(torch.zeros(3, 16))
+    assert zeros.shape == (3, 4) and zeros.dtype == torch.float32
+    with pytest.raises(RuntimeError, match="raised on purpose"):
+        model(torch.ones(1, 16))
+
+
+def test_renderings_show_both_servers_and_the_verdict() -> None:
+    record = comparison()
+    console = Console(width=200, record=True)
+    console.print(render_sidebyside_terminal(record))
+    text = console.export_text()
+    markdown = render_sidebyside_markdown(record)
+    for shown in (text, markdown):
+        assert "triton" in shown and "torchserve" in shown
+        assert record["verdict"]["line"] in shown.replace("\n", " ") or \
+            record["verdict"]["line"][:40] in shown
+        assert "maxBatchDelay: 2 (milliseconds)" in shown
+    dom = parse_html(render_sidebyside_html(record))
+    for element_id in ("verdict", "side-by-side", "latency-chart", "throughput-chart",
+                       "failure-path", "translation", "windows"):
+        assert dom.by_id(element_id) is not None, element_id
+
+
+def test_html_escapes_what_the_record_holds() -> None:
+    record = comparison()
+    record["name"] = HOSTILE
+    record["servers"]["triton"]["config"] = HOSTILE
+    html = render_sidebyside_html(record)
+    assert HOSTILE not in html
+    assert "&lt;script&gt;" in html
