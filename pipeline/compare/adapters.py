@@ -19,7 +19,7 @@ from pipeline.results import StageResult
 from pipeline.runner import new_run_id, run_pipeline
 from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact, ModelServer
-from pipeline.servers.ports import free_ports
+from pipeline.servers.ports import loopback_ports
 from pipeline.spec.models import LoadedSpec
 
 COMPARE_SCOPE = Scope(environment=None, starts_server=True, reads_source=True,
@@ -53,9 +53,10 @@ def serve(loaded: LoadedSpec, folder: Path, env: Mapping[str, str],
     source = resolve_model_source(loaded, folder / "model-source")
     kind = server_kind(loaded.spec.server.kind)
     artifact = kind.build(loaded, source.file, folder)
-    ports = dict(zip(kind.port_names, free_ports(len(kind.port_names)), strict=True))
-    server = kind.launch(loaded, artifact, ports, folder, env)
-    resources.callback(server.stop)
+    server = kind.launch(loaded, artifact, loopback_ports(kind.port_names), folder, env)
+    # As the start and readiness stages do: start, then the one readiness loop (timed:
+    # the cold start), with the server's own __exit__ stopping it when `resources` close.
+    resources.push(server)
     server.start()
     cold_start_s = server.wait_ready(loaded.spec.stages.readiness.timeout.seconds)
     return Served(server, artifact, source, cold_start_s)

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Window:
-    index: int
-    round: int
+    """One measurement window of the interleaved plan: which server, at which load."""
+
+    index: int          # its place in the whole plan
+    round: int          # rounds repeat every load point for every server
     concurrency: int
-    kind: str
+    kind: str           # the server measured in it
 
 
 def load_points(max_concurrency: int) -> list[int]:

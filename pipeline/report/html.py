@@ -361,16 +361,22 @@ def _provenance(parent: ET.Element, record: RunRecord) -> None:
             f"{record.teardown_s:.1f} s.", cls="muted")
 
 
-def render_html(record: RunRecord, baseline: RunRecord | None = None, *,
-                tolerance: float = DEFAULT_TOLERANCE) -> str:
-    """The whole report as one HTML document: inline CSS, inline SVG, no script."""
+def new_document(title: str) -> tuple[ET.Element, ET.Element]:
+    """(html, main): a report page with the run report's inline CSS and no script."""
     html = ET.Element("html", {"lang": "en"})
     head = _el(html, "head")
     _el(head, "meta", charset="utf-8")
     _el(head, "meta", name="viewport", content="width=device-width, initial-scale=1")
-    _el(head, "title", f"serve-pipeline {record.status or ''} · run {record.run_id or '?'}")
+    _el(head, "title", title)
     _el(head, "style", _css())
-    main = _el(_el(html, "body"), "main")
+    return html, _el(_el(html, "body"), "main")
+
+
+def render_html(record: RunRecord, baseline: RunRecord | None = None, *,
+                tolerance: float = DEFAULT_TOLERANCE) -> str:
+    """The whole report as one HTML document: inline CSS, inline SVG, no script."""
+    html, main = new_document(
+        f"serve-pipeline {record.status or ''} · run {record.run_id or '?'}")
     _banner(main, record)
     _stage_strip(main, record)
     _gates(main, record)

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.report.html import _css, _el, _section, _table
+from pipeline.report.html import _el, _section, _table, new_document
 from pipeline.report.sidebyside_charts import latency_chart, throughput_chart
 from pipeline.report.sidebyside_views import (
     failure_rows,
@@ -74,13 +74,7 @@ def _configs(parent: ET.Element, record: Mapping[str, Any]) -> None:
 
 
 def render_sidebyside_html(record: Mapping[str, Any]) -> str:
-    html = ET.Element("html", {"lang": "en"})
-    head = _el(html, "head")
-    _el(head, "meta", charset="utf-8")
-    _el(head, "meta", name="viewport", content="width=device-width, initial-scale=1")
-    _el(head, "title", f"serve-pipeline compare · {record.get('compare_id')}")
-    _el(head, "style", _css())
-    main = _el(_el(html, "body"), "main")
+    html, main = new_document(f"serve-pipeline compare · {record.get('compare_id')}")
     _banner(main, record)
     names = kinds(record)
     _rows(main, "Side by side", ["", *names],

@@ -10,19 +10,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.report.sidebyside_views import (
-    failure_rows,
-    kinds,
-    number,
-    summary_rows,
-    translation_rows,
-    verdict_line,
-)
+from pipeline.report import sidebyside_views as views
 
 
 def _table(title: str, first: list[str], record: Mapping[str, Any]) -> Table:
     table = Table(title=title, title_justify="left")
-    for column in [*first, *kinds(record)]:
+    for column in [*first, *views.kinds(record)]:
         table.add_column(column)
     return table
 
@@ -31,13 +24,13 @@ def _curves(record: Mapping[str, Any]) -> Table:
     table = Table(title="p50 / p95 / p99 (ms) and throughput against offered load "
                         "(closed-loop concurrency), windows merged", title_justify="left")
     table.add_column("concurrency", justify="right")
-    for kind in kinds(record):
+    for kind in views.kinds(record):
         table.add_column(kind, justify="right")
     by_kind = {kind: {p["concurrency"]: p for p in record["servers"][kind].get("curve", [])}
-               for kind in kinds(record)}
+               for kind in views.kinds(record)}
     for point in record.get("plan", {}).get("load_points", []):
         cells = []
-        for kind in kinds(record):
+        for kind in views.kinds(record):
             p = by_kind[kind].get(point)
             cells.append("–" if p is None else
                          f"{p['p50_ms']:.1f} / {p['p95_ms']:.1f} / {p['p99_ms']:.1f} · "
@@ -49,20 +42,21 @@ def _curves(record: Mapping[str, Any]) -> Table:
 def render_sidebyside_terminal(record: Mapping[str, Any]) -> RenderableType:
     translation = _table("The server block, as each server is given it",
                          ["spec key", "written"], record)
-    for key, written, cells in translation_rows(record):
+    for key, written, cells in views.translation_rows(record):
         translation.add_row(key, written, *cells)
     summary = _table("Side by side", [""], record)
-    for label, cells in summary_rows(record):
+    for label, cells in views.summary_rows(record):
         summary.add_row(label, *cells)
     failures = _table("The failure path (status code, and whether the server stays up)",
                       ["probe"], record)
-    for probe, cells in failure_rows(record):
+    for probe, cells in views.failure_rows(record):
         failures.add_row(probe, *cells)
     plan = record.get("plan", {})
     plan_line = (f"plan: {plan.get('rounds')} rounds × load points {plan.get('load_points')} "
-                 f"× {number(plan.get('window_s'), ' s')} windows, interleaved: "
-                 f"{number(plan.get('interleaved'))}; {record.get('client', {}).get('differs')}")
+                 f"× {views.number(plan.get('window_s'), ' s')} windows, interleaved: "
+                 f"{views.number(plan.get('interleaved'))}; "
+                 f"{record.get('client', {}).get('differs')}")
     winner = record.get("winner")
     style = "bold green" if winner else "bold yellow"
     return Group(translation, summary, _curves(record), failures, Text(plan_line),
-                 Text.assemble(("verdict: ", "bold"), (verdict_line(record), style)))
+                 Text.assemble(("verdict: ", "bold"), (views.verdict_line(record), style)))

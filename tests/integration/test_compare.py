@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.htmldom import parse_html
+from tests.support.cli import cli
+from tests.support.htmldom import parse_html
 
-from .conftest import cli
 from .test_report_chromium import chromium
 
 pytestmark = pytest.mark.integration

@@ -16,8 +16,8 @@ from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import LoadedSpec, Spec
 from stages import latency
+from tests.support.cli import cli, latest_record
 
-from .conftest import cli, latest_record
 from .test_measurement import served_example
 
 pytestmark = pytest.mark.integration

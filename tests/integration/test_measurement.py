@@ -18,8 +18,7 @@ from pipeline.servers.base import HttpRequest, ModelServer
 from pipeline.servers.triton.server import TritonServer
 from pipeline.spec.loading import load_spec
 from pipeline.spec.models import LoadedSpec
-
-from .conftest import cli, latest_record
+from tests.support.cli import cli, latest_record
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]

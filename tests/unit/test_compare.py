@@ -21,7 +21,7 @@ from pipeline.report.sidebyside_html import render_sidebyside_html
 from pipeline.report.sidebyside_markdown import render_sidebyside_markdown
 from pipeline.report.sidebyside_terminal import render_sidebyside_terminal
 from pipeline.spec.loading import load_spec
-from tests.htmldom import parse_html
+from tests.support.htmldom import parse_html
 
 DATA = Path(__file__).resolve().parent / "data"
 HOSTILE = "<script>alert(1)</script>"
