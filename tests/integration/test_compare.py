@@ -96,7 +96,7 @@ def build() -> torch.nn.Module:
 
 
 def write_eager_model(project: Path, name: str, source: str) -> None:
-    from tests.integration.bad_models import write_bad_model  # a 16 -> 4 layer's weights
+    from tests.support.bad_models import write_bad_model  # a 16 -> 4 layer's weights
 
     _, weights = write_bad_model(project, "wrong_dtype")
     shutil.copyfile(weights, project / f"{name}.pt")
