@@ -18,6 +18,7 @@ from rich.text import Text
 
 from pipeline.cli.github import annotate, job_summary
 from pipeline.cli.progress import LiveView
+from pipeline.cli.tune import tune_command
 from pipeline.context import RunContext
 from pipeline.errors import (
     Interrupted,
@@ -307,6 +308,8 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
     if output == "markdown":
         job_summary(text)
 
+
+app.command(name="tune")(tune_command)
 
 store_app = typer.Typer(help="Inspect the release store.", no_args_is_help=True)
 app.add_typer(store_app, name="store")

@@ -20,6 +20,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from pipeline import metric_names
+from pipeline.spec.tune import TUNE_DESCRIPTION, TuneSpec
 from pipeline.spec.units import (
     Duration,
     DurationField,
@@ -422,6 +423,7 @@ class Spec(StrictModel):
     stages: StagesSpec = Field(default_factory=StagesSpec, description="Stage settings.")
     publish: PublishSpec = Field(default_factory=PublishSpec, description=(
         "Where releases are stored."))
+    tune: TuneSpec | None = Field(default=None, exclude=True, description=TUNE_DESCRIPTION)
 
 
 class ApprovalPolicy(StrictModel):

@@ -1,0 +1,226 @@
+"""Every contact of `tune` with the server, runner and record APIs, in one place.
+
+INTEGRATOR: these are the only functions to adapt when the server lifecycle (context
+managers, `serving()`), the typed run record and preflight land:
+- `preflight`: replace the body with pipeline.preflight.require_ready(loaded, env,
+  Scope(environment=None, starts_server=True, reads_source=True, publishes=False)).
+- `ServingSession._launch`: builds and starts one server (Triton with its model-control
+  API on, see `_explicit_model_control`).
+- `ServingSession._reload`: Triton's repository API load with a config.
+- `verify_on`: one candidate through the runner (latency + saturation), attached to our
+  server; returns the record as a dict.
+- `read_candidate`: what tune reads from a candidate's run record.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from collections.abc import Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from pipeline.context import Progress, RunContext, no_progress
+from pipeline.errors import PipelineError, ServerError
+from pipeline.model.source import resolve_model_source
+from pipeline.runner import run_pipeline
+from pipeline.servers import http, server_kind
+from pipeline.servers.base import ModelServer
+from pipeline.servers.ports import free_ports
+from pipeline.spec.models import LoadedSpec
+from pipeline.tune.space import Config, apply_config
+
+VERIFIED_STAGES = frozenset({"latency", "saturation"})
+
+
+def preflight(loaded: LoadedSpec) -> None:
+    """Refuse early (before any server starts) when the server cannot be run here."""
+    if loaded.spec.server.runtime != "process":
+        raise PipelineError("tune runs servers as local processes; server.runtime: docker "
+                            "is not tuned in this version")
+    if loaded.spec.server.kind == "triton":
+        from pipeline.servers.triton.server import TritonInstallation
+
+        TritonInstallation.find()
+    elif not (Path(sys.executable).parent / "torchserve").exists():
+        raise ServerError("torchserve not found beside this Python: install torchserve and "
+                          "torch-model-archiver")
+    elif shutil.which("java") is None:
+        raise ServerError("java not found on PATH: TorchServe needs a Java 17+ runtime")
+
+
+def measuring_context(loaded: LoadedSpec, run_dir: Path, env: Mapping[str, str],
+                      resources: ExitStack, progress: Progress = no_progress) -> RunContext:
+    """A RunContext for the measure/ helpers (closed_window, load_target)."""
+    return RunContext(loaded=loaded, run_id=run_dir.name, run_dir=run_dir, env=dict(env),
+                      resources=resources, progress=progress)
+
+
+@dataclass
+class ServingSession:
+    """The server(s) of one tune run: one process reconfigured in place where Triton's
+    model-control API allows it, a fresh process per config otherwise. `close` stops
+    whatever is running (by PID, through ManagedProcess)."""
+
+    loaded: LoadedSpec
+    folder: Path
+    env: Mapping[str, str]
+    model_control: bool
+    server: ModelServer | None = None
+    current: Config | None = None
+    starts: int = 0
+    reloads: int = 0
+    _model_file: Path | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def serve(self, config: Config) -> ModelServer:
+        """A ready server running `config`; ServerError when it cannot be had."""
+        if self.current == config and self.server is not None and self.server.alive():
+            return self.server
+        started = time.monotonic()
+        if self.model_control and self.server is not None and self.server.alive():
+            self.current = None
+            self._reload(self.server, config)
+            self.reloads += 1
+            how = "reloaded"
+        else:
+            self.close()
+            self.server = self._launch(config)
+            self.starts += 1
+            how = "started"
+        self.current = config
+        self.events.append({"config": config.label, "how": how,
+                            "seconds": time.monotonic() - started})
+        return self.server
+
+    def close(self) -> None:
+        server, self.server, self.current = self.server, None, None
+        if server is not None:
+            server.stop()
+
+    def model_file(self) -> Path:
+        if self._model_file is None:
+            source = resolve_model_source(self.loaded, self.folder / "model-source")
+            self._model_file = source.file
+        return self._model_file
+
+    def _launch(self, config: Config) -> ModelServer:
+        loaded = config.applied(self.loaded)
+        kind = server_kind(loaded.spec.server.kind)
+        where = self.folder / f"server-{self.starts + 1}"
+        where.mkdir(parents=True)
+        artifact = kind.build(loaded, self.model_file(), where)
+        ports = dict(zip(kind.port_names, free_ports(len(kind.port_names)), strict=True))
+        server = kind.launch(loaded, artifact, ports, where, self.env)
+        if self.model_control:
+            _explicit_model_control(server, loaded.spec.name)
+        try:
+            server.start()
+            server.wait_ready(loaded.spec.stages.readiness.timeout.seconds)
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def _reload(self, server: ModelServer, config: Config) -> None:
+        loaded = config.applied(self.loaded)
+        scratch = self.folder / "configs" / f"{self.reloads + 1}"
+        scratch.mkdir(parents=True)
+        artifact = server_kind("triton").build(loaded, self.model_file(), scratch)
+        config_json = json_format.MessageToJson(text_format.Parse(artifact.config_text,
+                                                                  pb.ModelConfig()))
+        from pipeline.servers.triton.server import TritonEndpoint
+
+        assert isinstance(server, TritonEndpoint)
+        url = f"{server.base_url}/v2/repository/models/{loaded.spec.name}/load"
+        body = json.dumps({"parameters": {"config": config_json}}).encode()
+        timeout = loaded.spec.stages.readiness.timeout.seconds
+        try:
+            reply = http.call("POST", url, body, {"Content-Type": "application/json"},
+                              timeout_s=timeout)
+        except http.Unreachable as exc:
+            raise ServerError(f"reloading {config.label}: {exc}") from None
+        if reply.status != 200:
+            raise ServerError(f"Triton refused {config.label}: {reply.text()[:300]}")
+        server.wait_ready(timeout)
+
+
+def _explicit_model_control(server: ModelServer, model: str) -> None:
+    """Start Triton with its repository API on, loading the model at start, so that a new
+    config is a reload (a few seconds) rather than a restart. The production config keeps
+    the API off; this server serves only tune's own measurements, on loopback."""
+    process = server.process
+    assert process is not None
+    argv = process.argv
+    argv[argv.index("--model-control-mode=none")] = "--model-control-mode=explicit"
+    argv.append(f"--load-model={model}")
+
+
+def verify_on(server: ModelServer, loaded: LoadedSpec, config: Config, run_dir: Path,
+              env: Mapping[str, str], progress: Progress = no_progress) -> dict[str, Any]:
+    """Measure `config` with the pipeline's own latency and saturation stages (readiness
+    comes along), on a server already serving it; the record lands in `run_dir`."""
+    candidate = config.applied(loaded)
+    spec = apply_config(candidate.spec, config)
+    saturation = spec.stages.saturation.model_copy(update={"burst": None})
+    stages = spec.stages.model_copy(update={"saturation": saturation})
+    from dataclasses import replace
+
+    candidate = replace(candidate, spec=spec.model_copy(update={"stages": stages}))
+    run_dir.mkdir(parents=True)
+    with ExitStack() as resources:
+        ctx = RunContext(loaded=candidate, run_id=run_dir.name, run_dir=run_dir,
+                         env=dict(env), resources=resources, progress=progress)
+        ctx.server = server
+        return run_pipeline(ctx, None, command="tune-verify", selected=VERIFIED_STAGES)
+
+
+@dataclass(frozen=True)
+class CandidateRecord:
+    """What tune reads from one verification record."""
+
+    passed: bool
+    throughput_rps: float | None
+    throughput_source: str
+    latency_p99_ms: float | None
+    latency_throughput_rps: float | None
+    rss_mb: float | None
+    gpu_mb: float | None
+    failed: list[str]
+    message: str
+
+
+def read_candidate(record: dict[str, Any]) -> CandidateRecord:
+    stages = {s["name"]: s for s in record["stages"]}
+    latency = stages.get("latency", {}).get("metrics", {})
+    saturation = stages.get("saturation", {}).get("metrics", {})
+    if "capacity_rps" in saturation:
+        throughput, source = saturation["capacity_rps"], "capacity_rps"
+    elif "knee_throughput_rps" in saturation:
+        throughput, source = saturation["knee_throughput_rps"], "knee_throughput_rps"
+    else:
+        throughput, source = None, "none"
+    failed = []
+    for stage in record["stages"]:
+        for gate in stage.get("gates", []):
+            if gate.get("outcome", "passed" if gate.get("passed") else "failed") != "passed":
+                failed.append(f"{gate['name']} {gate.get('outcome', 'failed')}: observed "
+                              f"{_show(gate.get('observed'))} vs {gate.get('comparison', '')}"
+                              f" {_show(gate.get('threshold'))}{gate.get('unit', '')}")
+    bad = [s for s in record["stages"] if s["status"] == "failed"]
+    message = f"{bad[0]['name']}: {bad[0]['message']}" if bad else "all gates passed"
+    return CandidateRecord(record["status"] == "passed", throughput, source,
+                           latency.get("p99_ms"), latency.get("throughput_rps"),
+                           latency.get("server_rss_mb"), latency.get("server_gpu_mb"),
+                           failed, message)
+
+
+def _show(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
