@@ -31,7 +31,7 @@ class TuneSpec(BaseModel):
         "(TorchServe: whole milliseconds 1ms, 2ms, 5ms), within the queue budget."))
     preferred_batch_sizes: list[list[int]] | None = Field(default=None, description=(
         "Triton preferred_batch_sizes choices (each a list; sizes over a candidate's "
-        "max_batch_size are dropped). Default: the spec's own list only."))
+        "max_batch_size are dropped). Default: the spec's own list, and none."))
     devices: list[Literal["cpu", "gpu"]] | None = Field(default=None, description=(
         "Devices to try. Default: the spec's device; gpu only where NVML sees a GPU."))
     max_memory: SizeField | None = Field(default=None, description=(

@@ -150,6 +150,20 @@ class ServingSession:
         if reply.status != 200:
             raise ServerError(f"Triton refused {config.label}: {reply.text()[:300]}")
         server.wait_ready(timeout)
+        _wait_for_old_instances(server)
+
+
+def _wait_for_old_instances(server: ModelServer, quiet_s: float = 1.0,
+                            limit_s: float = 15.0) -> None:
+    """After a reload the previous config's python-backend stubs take a moment to exit;
+    memory is measured on the new config's processes only once the tree stops changing."""
+    deadline = time.monotonic() + limit_s
+    last, since = len(server.process_tree()), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < quiet_s:
+        time.sleep(0.1)
+        count = len(server.process_tree())
+        if count != last:
+            last, since = count, time.monotonic()
 
 
 def _explicit_model_control(server: ModelServer, model: str) -> None:

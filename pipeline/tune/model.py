@@ -3,17 +3,22 @@
 Everything here is a PREDICTION; the search verifies its best candidates by measuring.
 
 - Compute per formed batch: c(b) = fixed + per_item * b (µs, wall time as the server
-  counts it under load), fitted by least squares to the server's own counters of each
-  window (executions, items, compute time). Triton counts compute once per execution;
+  counts it), fitted by least squares to the server's own counters of each window
+  (executions, items, compute time). Triton counts compute once per execution;
   TorchServe's counters add each request's time in its batch, so a batch of b counts b
-  times (the fit takes that into account). It is the service time a request sees.
+  times (the fit takes that into account). It gives the round trip outside the server
+  (p50 at the lowest concurrency minus c(1)); under an oversubscribed closed loop its
+  wall time also counts waiting for a core, so the service time comes from the
+  throughput fit below.
 - Capacity and instance scaling: one fit per (device, instances) explored, so contention
   for the cores (instances, front end, load client) is in the numbers: every window keeps
   the instances busy, and 1/throughput = h + F/b̄ (b̄ the average formed batch) gives a
   per-request cost h and a per-batch cost F; at full batches of B the capacity is
-  1/(h + F/B).
-- Queueing at an arrival rate λ: the formed batch b = min(max_batch, λ·(delay + c(b)/n));
-  utilisation ρ = λ/capacity(b); a request waits to form its batch (≤ delay), then
+  1/(h + F/B), and a batch of b occupies an instance for n·(F + h·b).
+- Queueing at an arrival rate λ: the formed batch b = min(max_batch, λ·(delay + c(b)/n)),
+  and at least the size that keeps up with λ (a queue grows until batches are that big);
+  utilisation ρ = λ/capacity(max_batch); a request waits for its batch to fill or for
+  the delay, whichever comes first, then
   an M/D/n-like queue whose wait has mean ρ/(1-ρ)·c(b)/(2n) and an exponential tail
   (quantile q at mean·ln(1/(1-q))), then c(b), plus the round trip measured at
   concurrency 1.
@@ -86,7 +91,14 @@ class InstanceFit:
     observations: int
 
     def batch_us(self, size: float) -> float:
+        """What the server's counters say one batch of `size` computes (µs)."""
         return self.fixed_us + self.per_item_us * size
+
+    def service_us(self, size: float) -> float:
+        """How long one instance is taken by a batch of `size` while all are busy (µs):
+        from the throughput fit, which counts the contention the counters' wall time
+        also shows but not the waiting of an oversubscribed closed loop."""
+        return self.instances * (self.batch_cost_us + self.request_cost_us * size)
 
     def to_json(self) -> dict[str, object]:
         return {"device": self.device, "instances": self.instances,
@@ -210,24 +222,37 @@ def _capacity_rps(model: InstanceFit, size: float) -> float:
     return 1e6 / max(per_request_us, 1e-3)
 
 
-def _formed_batch(model: InstanceFit, config: Config, rate: float) -> float:
+def _formed_batch(model: InstanceFit, config: Config, rate: float) -> float | None:
+    """The batch size the server forms at `rate`: what arrives while it waits (the delay)
+    or is busy, and at least what it needs to keep up (a queue grows until batches are
+    that big); None when even full batches cannot keep up."""
     size = 1.0
     delay_s = config.max_queue_delay_us / 1e6
     for _ in range(30):
-        busy_s = model.batch_us(size) / 1e6 / config.instances
+        busy_s = model.service_us(size) / 1e6 / config.instances
         size = min(float(config.max_batch_size), max(1.0, rate * (delay_s + busy_s)))
-    return size
+    spare_us = MAX_UTILISATION * 1e6 / rate - model.request_cost_us
+    if spare_us <= 0:
+        return None
+    needed = model.batch_cost_us / spare_us
+    if needed > config.max_batch_size:
+        return None
+    return max(size, needed)
 
 
 def _latencies_us(model: InstanceFit, config: Config, rate: float) -> dict[str, float] | None:
     size = _formed_batch(model, config, rate)
-    service = model.batch_us(size)
-    utilisation = rate / _capacity_rps(model, size)
+    if size is None:
+        return None
+    service = model.service_us(size)
+    # The tail grows with how close the rate is to what full batches can serve.
+    utilisation = rate / _capacity_rps(model, config.max_batch_size)
     if utilisation >= MAX_UTILISATION:
         return None
     wait_mean = utilisation / (1 - utilisation) * service / (2 * config.instances)
-    forming = 0.0 if config.max_batch_size == 1 else min(config.max_queue_delay_us,
-                                                          (size - 1) / rate * 1e6)
+    # A batch leaves when it is full or when its first request has waited the delay.
+    forming = 0.0 if config.max_batch_size == 1 else min(
+        config.max_queue_delay_us, (config.max_batch_size - 1) / rate * 1e6)
     base = model.round_trip_us + forming + service
     out = {name: base + wait_mean * tail for name, tail in QUANTILE_TAIL.items()}
     out["queue_mean"] = forming / 2 + wait_mean

@@ -4,7 +4,8 @@ Decisions:
 - Defaults: instances 1..min(CPU count, 4) on CPU and 1, 2, 4 per GPU; max_batch_size
   1, 8, 16, 32, 64 (and the spec's own value); max_queue_delay 0, 1ms, 2ms, 5ms (TorchServe
   counts whole milliseconds and has no "0": 1ms, 2ms, 5ms, 10ms); preferred_batch_sizes
-  the spec's own list (Triton fills in max_batch_size when it is empty).
+  the spec's own list and none (Triton then fills in [max_batch_size]: a list that is
+  just that counts as none).
 - A delay over the spec's queue budget (slo.p99 minus slo.budget) is left out, as
   `validate` would refuse it. With max_batch_size 1 nothing is batched: one delay (0).
 - `gpu` is in the space only where a GPU is seen (NVML), or when `tune.devices` asks.
@@ -127,8 +128,13 @@ def _preferred(spec: Spec, size: int) -> Iterable[tuple[int, ...]]:
         return [()]
     choices = [list(c) for c in spec.tune.preferred_batch_sizes] \
         if spec.tune and spec.tune.preferred_batch_sizes is not None \
-        else [spec.server.batching.preferred_batch_sizes]
-    return sorted({tuple(sorted({s for s in choice if 1 <= s <= size})) for choice in choices})
+        else [spec.server.batching.preferred_batch_sizes, []]
+    found = set()
+    for choice in choices:
+        kept = tuple(sorted({s for s in choice if 1 <= s <= size}))
+        # Triton fills in [max_batch_size] when none is given: the same config.
+        found.add(() if kept == (size,) else kept)
+    return sorted(found)
 
 
 def needs_restart(kind: str, model_control: bool) -> bool:

@@ -16,15 +16,21 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.util import load_yaml_guess_indent
 
 from pipeline.errors import UsageError
 from pipeline.spec.loading import load_spec
 
 
 def write_recommendation(spec_path: Path, block: dict[str, Any]) -> None:
+    text = spec_path.read_text(encoding="utf-8")
+    _, sequence_indent, block_offset = load_yaml_guess_indent(text)
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
-    document = yaml.load(spec_path.read_text(encoding="utf-8"))
+    yaml.width = 4096  # never re-wrap the user's long lines
+    mapping = block_offset or 2
+    yaml.indent(mapping=mapping, sequence=sequence_indent or mapping, offset=block_offset or 0)
+    document = yaml.load(text)
     server = document.get("server") if isinstance(document, CommentedMap) else None
     if not isinstance(server, CommentedMap):
         raise UsageError(f"{spec_path}: no server mapping to write into")
