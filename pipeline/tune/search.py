@@ -187,7 +187,10 @@ def _predict_all(loaded: LoadedSpec, outcome: TuneOutcome, settings: TuneSetting
     for config in outcome.space:
         model = fits.get((config.device, config.instances))
         if model is None:
-            outcome.pruned[config] = "not modelled: its instance count could not be explored"
+            prefix = f"{config.device} x{config.instances} "
+            why_not = next((reason for label, reason in outcome.exploration_failures.items()
+                            if label.startswith(prefix)), "could not be explored")
+            outcome.pruned[config] = f"not modelled: {prefix.strip()} {why_not}"
             continue
         outcome.predictions.append(predict(model, config, loaded.spec.slo))
     chosen = shortlist(outcome.predictions, settings.max_memory_mb, settings.max_gpu_memory_mb)

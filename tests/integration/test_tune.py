@@ -16,6 +16,7 @@ tune:
   instances: [1, 2]
   max_batch_size: [1, 16]
   max_queue_delay: [1ms]
+  preferred_batch_sizes: [[]]
   verify: 2
   explore_window: 500ms
 """
