@@ -22,7 +22,8 @@ from pipeline.tune.model import Observation
 from pipeline.tune.space import Config
 
 WARMUP_S = 0.5
-MAX_CONCURRENCY = 128
+# Enough to fill the largest batches of two instances; more only queues (and times out).
+MAX_CONCURRENCY = 64
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def plan_for(space: list[Config], window_s: float) -> list[ExplorePlan]:
         delay = min(c.max_queue_delay_us for c in own if c.max_batch_size == size)
         # Every level keeps each instance busy (the throughput fit assumes it): batches
         # of about 1, a quarter of max_batch_size, and full ones.
-        high = min(2 * instances * size, MAX_CONCURRENCY)
+        high = min(instances * size, MAX_CONCURRENCY)
         middle = max(instances + 1, instances * size // 4)
         levels = tuple(sorted({instances, min(middle, high), high}))
         plans.append(ExplorePlan(Config(device, instances, size, delay), levels, window_s))

@@ -7,9 +7,9 @@ Decisions:
   (device, instances, max_batch_size); the model rarely tells their throughput apart,
   so only each family's best (the smallest delay within 2% of it) is a candidate. The
   verified candidates are then different families, not one family's delays.
-- The model may be off by MODEL_MARGIN either way: a family whose optimistic prediction
-  is under the pessimistic prediction of the best is pruned as "cannot win"; of the
-  rest, the `verify` best by prediction are verified first.
+- The `verify` best families by prediction are verified. Beyond them, the model may be
+  off by MODEL_MARGIN either way: a family whose optimistic prediction is under the
+  pessimistic prediction of the best is pruned as "cannot win".
 - After verifying, the predictions are scaled by measured/predicted of the verified ones
   (calibration); an unverified family whose calibrated prediction beats the best measured
   throughput is verified next while the budget lasts (at most 2 x verify in all).
@@ -35,7 +35,9 @@ class Shortlist:
 
 
 def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
-              max_gpu_memory_mb: float | None) -> Shortlist:
+              max_gpu_memory_mb: float | None, keep: int = 1) -> Shortlist:
+    """`keep`: the best this many families are never pruned by the margin (they are the
+    ones verified first)."""
     pruned: dict[Config, str] = {}
     alive = []
     for prediction in predictions:
@@ -64,7 +66,7 @@ def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
     leaders.sort(key=lambda p: (-p.throughput_rps, p.config))
     if leaders:
         floor = leaders[0].throughput_rps * (1 - MODEL_MARGIN)
-        for leader in leaders[1:]:
+        for leader in leaders[max(keep, 1):]:
             if leader.throughput_rps * (1 + MODEL_MARGIN) < floor:
                 pruned[leader.config] = (
                     f"cannot win: predicted {leader.throughput_rps:,.0f}/s, under the best's "

@@ -193,7 +193,8 @@ def _predict_all(loaded: LoadedSpec, outcome: TuneOutcome, settings: TuneSetting
             outcome.pruned[config] = f"not modelled: {prefix.strip()} {why_not}"
             continue
         outcome.predictions.append(predict(model, config, loaded.spec.slo))
-    chosen = shortlist(outcome.predictions, settings.max_memory_mb, settings.max_gpu_memory_mb)
+    chosen = shortlist(outcome.predictions, settings.max_memory_mb, settings.max_gpu_memory_mb,
+                       keep=settings.verify)
     outcome.pruned.update(chosen.pruned)
 
 
