@@ -10,7 +10,7 @@ longer still).
 
 Settings, chosen so the sweep fits in about a quarter of an hour on 2 shared cores:
 - space: instances [1, 2] x max_batch_size [1, 4, 8, 16, 32, 64] x max_queue_delay
-  [0us, 1ms, 2ms] (batch 1 takes one delay): 32 configs;
+  [0us, 1ms, 2ms] (batch 1 takes one delay), no preferred sizes: 32 configs;
 - short windows for both: latency {warmup 1s, duration 4s}, saturation {probe_duration
   1s, capacity {budget 6s, step 500ms}}, no burst (tune leaves it out too);
 - tune with its defaults otherwise (verify 3, exploration windows of 1s).
@@ -53,6 +53,7 @@ tune:
   instances: [1, 2]
   max_batch_size: [1, 4, 8, 16, 32, 64]
   max_queue_delay: [0us, 1ms, 2ms]
+  preferred_batch_sizes: [[]]
 """
 
 
