@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -181,13 +181,10 @@ def verify_on(server: ModelServer, loaded: LoadedSpec, config: Config, run_dir: 
               env: Mapping[str, str], progress: Progress = no_progress) -> dict[str, Any]:
     """Measure `config` with the pipeline's own latency and saturation stages (readiness
     comes along), on a server already serving it; the record lands in `run_dir`."""
-    candidate = config.applied(loaded)
-    spec = apply_config(candidate.spec, config)
+    spec = apply_config(loaded.spec, config)
     saturation = spec.stages.saturation.model_copy(update={"burst": None})
     stages = spec.stages.model_copy(update={"saturation": saturation})
-    from dataclasses import replace
-
-    candidate = replace(candidate, spec=spec.model_copy(update={"stages": stages}))
+    candidate = replace(loaded, spec=spec.model_copy(update={"stages": stages}))
     run_dir.mkdir(parents=True)
     with ExitStack() as resources:
         ctx = RunContext(loaded=candidate, run_id=run_dir.name, run_dir=run_dir,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.spec.models import BatchingSpec, LoadedSpec, Spec
 from pipeline.spec.units import Duration, format_duration_ns
@@ -55,8 +55,6 @@ class Config:
 
     def applied(self, loaded: LoadedSpec) -> LoadedSpec:
         """The spec with this config as its server block (everything else unchanged)."""
-        from dataclasses import replace
-
         return replace(loaded, spec=apply_config(loaded.spec, self))
 
 

@@ -104,3 +104,29 @@ def test_a_delay_over_the_slo_is_predicted_to_miss_and_pruned(project: Path) -> 
     assert not slow.feasible and "misses the SLO" in chosen.pruned[slow.config]
     over = shortlist([fast], max_memory_mb=100.0, max_gpu_memory_mb=None)
     assert over.ranked == [] and "tune.max_memory" in over.pruned[fast.config]
+
+
+def test_the_html_report_charts_measured_points_and_labels_predictions() -> None:
+    from pipeline.report.tune import render_tune_html
+
+    def candidate(label: str, rate: float, p99: float, meets: bool) -> dict[str, object]:
+        return {"config": {}, "label": label, "meets_slo": meets,
+                "missed": [] if meets else ["latency.p99 failed"],
+                "predicted": {"throughput_rps": rate * 2, "predicted": True},
+                "measured": {"throughput_rps": rate, "p99_ms": p99, "rss_mb": 300.0,
+                             "gpu_mb": None, "throughput_source": "capacity_rps"}}
+
+    winner = candidate("cpu x2 batch 32 delay 0", 2000.0, 8.0, True)
+    section = {"candidates": [winner, candidate("cpu x1 batch 1 delay 0", 500.0, 70.0, False)],
+               "winner": winner, "why": "cpu x2 batch 32 delay 0 <won>", "space_size": 34,
+               "configs_explored": 2, "configs_measured": 2, "wall_s": 80.0, "budget_s": 600.0,
+               "budget_exhausted": False, "restarts": "one tritonserver",
+               "gpu_memory": "not measured (no GPU or NVML here)", "slo": {"p99_ms": 50.0},
+               "pruned": [{"label": "cpu x1 batch 64 delay 5ms", "reason": "cannot win"}],
+               "recommended": {"server": {"device": "cpu", "instances": 2, "batching": {
+                   "max_batch_size": 32, "max_queue_delay": "0us",
+                   "preferred_batch_sizes": []}}}}
+    html = render_tune_html({"name": "m", "run_id": "r", "status": "passed", "tune": section})
+    assert html.count("<circle") == 2 and "SLO p99 50ms" in html
+    assert "&lt;won&gt;" in html and "4,000/s (predicted)" in html
+    assert "not measured" in html and "max_batch_size: 32" in html
