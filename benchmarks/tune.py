@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -109,7 +110,12 @@ def tune(project: Path) -> tuple[float, int, str]:
             winner.config.label if winner else "none")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # so that `finally` stops the servers
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", type=int, default=None,
                         help="sweep only the first N configs (a quick try, not the result)")

@@ -83,11 +83,14 @@ def test_the_model_recovers_compute_per_batch_and_ranks_bigger_batches_higher(
     assert model.fixed_us == pytest.approx(500, rel=1e-6)
     assert model.per_item_us == pytest.approx(20, rel=1e-6)
     assert model.request_cost_us == pytest.approx(100, rel=1e-6)
-    big, small = (predict(model, Config("cpu", 1, size, 0), slo) for size in (32, 1))
+    big, small = (predict(model, Config("cpu", 1, size, 2000), slo) for size in (32, 1))
     assert big.feasible and small.feasible
     assert big.throughput_rps > 3 * small.throughput_rps
     assert big.max_rps == pytest.approx(1e6 / (100 + 900 / 32))
     assert big.to_json()["predicted"] is True
+    # Without a delay batches form only by queueing: far less throughput within the SLO.
+    eager = predict(model, Config("cpu", 1, 32, 0), slo)
+    assert eager.throughput_rps < 0.6 * big.throughput_rps
 
 
 def test_a_delay_over_the_slo_is_predicted_to_miss_and_pruned(project: Path) -> None:
