@@ -3,11 +3,12 @@
 Decisions:
 - A config the model says misses the SLO (or min_throughput), or whose predicted memory
   is over a ceiling, is pruned with that reason.
-- Configs that differ only in their delay (or preferred sizes) are one family
-  (device, instances, max_batch_size); the model rarely tells their throughput apart,
-  so only each family's best is a candidate: of those within 2% of it, the longest
-  delay (within the SLO, checked by the model; measured here, open-loop capacity grew
-  with the delay from 0 to 2 ms at every batch size). The verified candidates are then
+- Configs that differ only in their delay (or in how their preferred sizes reach the
+  same largest batch) are one family (device, instances, largest batch); the model
+  rarely tells their throughput apart, so only each family's best is a candidate: of
+  those within 2% of it, the longest delay (within the SLO, checked by the model;
+  measured here, open-loop capacity grew with the delay from 0 to 2 ms at every batch
+  size). The verified candidates are then
   different families, not one family's delays.
 - The `verify` best families by prediction are verified. Beyond them, the model may be
   off by MODEL_MARGIN either way: a family whose optimistic prediction is under the
@@ -23,7 +24,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.tune.model import Prediction
+from pipeline.tune.model import Prediction, largest_batch
 from pipeline.tune.space import Config
 
 MODEL_MARGIN = 0.3
@@ -49,10 +50,10 @@ def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
             pruned[prediction.config] = reason
         else:
             alive.append(prediction)
-    families: dict[tuple[str, int, int], list[Prediction]] = {}
+    families: dict[tuple[str, int, float], list[Prediction]] = {}
     for prediction in alive:
         config = prediction.config
-        families.setdefault((config.device, config.instances, config.max_batch_size),
+        families.setdefault((config.device, config.instances, largest_batch(config)),
                             []).append(prediction)
     leaders = []
     for members in families.values():
