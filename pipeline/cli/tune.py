@@ -14,7 +14,7 @@ import typer
 from pydantic_core import PydanticCustomError
 from rich.console import Console
 
-from pipeline.errors import PipelineFailed, UsageError
+from pipeline.errors import Interrupted, PipelineFailed, UsageError
 from pipeline.record import runs_dir, write_record
 from pipeline.release.manifest import iso, utc_now
 from pipeline.report.tune import recommended_yaml, render_tune_html, render_tune_table
@@ -61,8 +61,12 @@ def tune_command(
     run_dir = runs_dir(loaded.workspace) / run_id
     run_dir.mkdir(parents=True)
     started_at, started = iso(utc_now()), time.monotonic()
-    outcome = run_tune(loaded, run_dir, dict(os.environ), settings,
-                       report=lambda line: out.print(line, markup=False))
+    try:
+        outcome = run_tune(loaded, run_dir, dict(os.environ), settings,
+                           report=lambda line: out.print(line, markup=False))
+    except KeyboardInterrupt:
+        raise Interrupted(f"tune {run_id} interrupted: every server it started was stopped; "
+                          f"the candidates' records are under {run_dir}") from None
     record = tune_record(loaded, run_id, outcome, settings, started_at,
                          time.monotonic() - started)
     write_record(run_dir / "record.json", record)
