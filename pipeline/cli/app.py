@@ -28,6 +28,7 @@ from pipeline.cli.release_commands import (
 from pipeline.cli.report_command import report
 from pipeline.cli.run_commands import measure, promote, run_command
 from pipeline.cli.spec_commands import schema, validate
+from pipeline.cli.tune import tune_command
 from pipeline.errors import PipelineError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -42,6 +43,7 @@ app.command(name="rollback")(rollback_command)
 app.command()(history)
 app.command()(report)
 app.command()(doctor)
+app.command(name="tune")(tune_command)
 app.command()(compare)
 
 store_app = typer.Typer(help="Inspect the release store.", no_args_is_help=True)

@@ -15,6 +15,7 @@ from pipeline.release.store.base import Store
 from pipeline.report.html import render_html
 from pipeline.report.markdown import render_markdown
 from pipeline.report.terminal import render_terminal
+from pipeline.report.tune import render_tune_html, render_tune_table
 
 Format = Literal["terminal", "json", "html", "svg", "markdown"]
 
@@ -36,6 +37,8 @@ def render(record: RunRecord, fmt: Format, baseline: RunRecord | None = None,
            width: int = 140) -> str:
     if fmt == "json":
         return json.dumps(record.to_json(), indent=2) + "\n"
+    if record.command == "tune" and isinstance(record.extra.get("tune"), dict):
+        return _render_tune(record, fmt, width)
     if fmt == "html":
         return render_html(record, baseline)
     if fmt == "markdown":
@@ -45,6 +48,19 @@ def render(record: RunRecord, fmt: Format, baseline: RunRecord | None = None,
     if fmt == "svg":
         return console.export_svg(title=f"serve-pipeline run {record.run_id}")
     return console.export_text()
+
+
+def _render_tune(record: RunRecord, fmt: Format, width: int) -> str:
+    """A tune run: its candidates table and chart (it ran no stages of its own)."""
+    body = record.to_json()
+    if fmt == "html":
+        return render_tune_html(body)
+    console = Console(record=True, width=width, file=io.StringIO(), highlight=False)
+    console.print(render_tune_table(body))
+    if fmt == "svg":
+        return console.export_svg(title=f"serve-pipeline tune {record.run_id}")
+    text = console.export_text()
+    return f"```\n{text}```\n" if fmt == "markdown" else text
 
 
 __all__ = ["Format", "baseline_for", "live_release", "render"]

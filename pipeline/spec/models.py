@@ -36,6 +36,7 @@ from pipeline.spec.stage_settings import (
     VerdictSpec,
 )
 from pipeline.spec.strict import StrictModel
+from pipeline.spec.tune import TUNE_DESCRIPTION, TuneSpec
 from pipeline.spec.units import Duration, DurationField, Percentage, PercentageField, RateField
 
 # Re-exported: these live in stage_settings.py and strict.py, and
@@ -279,6 +280,7 @@ class Spec(StrictModel):
     stages: StagesSpec = Field(default_factory=StagesSpec, description="Stage settings.")
     publish: PublishSpec = Field(default_factory=PublishSpec, description=(
         "Where releases are stored."))
+    tune: TuneSpec | None = Field(default=None, exclude=True, description=TUNE_DESCRIPTION)
 
 
 class ApprovalPolicy(StrictModel):

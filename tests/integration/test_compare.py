@@ -161,10 +161,10 @@ def check_interleaved(record: dict[str, Any]) -> None:
 def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
                                                              tmp_path: Path) -> None:
     summary = tmp_path / "step-summary.md"
-    record = compare(project, *SHORT, spec="examples/mixed/serve.yaml",
+    record = compare(project, *SHORT, spec="examples/two_inputs/serve.yaml",
                      env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
     markdown = summary.read_text()
-    assert markdown.startswith(f"## triton vs torchserve · mixed-inputs · compare "
+    assert markdown.startswith(f"## triton vs torchserve · scored-by-category · compare "
                                f"{record['compare_id']}")
     assert record["verdict"]["line"] in markdown
     assert set(record["servers"]) == {"triton", "torchserve"}
@@ -187,7 +187,7 @@ def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
         "maxBatchDelay: 2 (milliseconds)"
     check_figures_from_windows(record)
     check_interleaved(record)
-    run_dir = project / "examples" / "mixed" / ".serve-pipeline" / "runs" / record["compare_id"]
+    run_dir = project / "examples" / "two_inputs" / ".serve-pipeline" / "runs" / record["compare_id"]
     assert json.loads((run_dir / "comparison.json").read_text()) == record
     for kind in ("triton", "torchserve"):   # each server's parity record and log
         assert (run_dir / kind / "record.json").is_file()

@@ -1,0 +1,87 @@
+"""Exploration: a few short closed-loop windows per (device, instances), read against the
+server's own counters, to fit the performance model.
+
+Each explored server runs the largest max_batch_size of the space with the smallest
+delay: at concurrency 1 it forms batches of 1, at a high concurrency full batches, and in
+between mixed ones, which is what separates the per-batch from the per-item compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.context import Progress, no_progress
+from pipeline.measure.windows import closed_window, load_target, server_memory
+from pipeline.servers.base import ModelServer
+from pipeline.spec.models import LoadedSpec
+from pipeline.tune.adapters import measuring_context
+from pipeline.tune.model import Observation
+from pipeline.tune.space import Config
+
+WARMUP_S = 0.5
+# Enough to fill the largest batches of two instances; more only queues (and times out).
+MAX_CONCURRENCY = 64
+
+
+@dataclass(frozen=True)
+class ExplorePlan:
+    config: Config
+    concurrencies: tuple[int, ...]
+    window_s: float
+
+
+def plan_for(space: list[Config], window_s: float) -> list[ExplorePlan]:
+    """One server config per (device, instances) of the space."""
+    plans = []
+    for device, instances in sorted({(c.device, c.instances) for c in space}):
+        own = [c for c in space if c.device == device and c.instances == instances]
+        size = max(c.max_batch_size for c in own)
+        delay = min(c.max_queue_delay_us for c in own if c.max_batch_size == size)
+        # Every level keeps each instance busy (the throughput fit assumes it): batches
+        # of about 1, a quarter of max_batch_size, and full ones.
+        high = min(instances * size, MAX_CONCURRENCY)
+        middle = max(instances + 1, instances * size // 4)
+        levels = tuple(sorted({instances, min(middle, high), high}))
+        plans.append(ExplorePlan(Config(device, instances, size, delay), levels, window_s))
+    return plans
+
+
+def explore(server: ModelServer, loaded: LoadedSpec, plan: ExplorePlan, run_dir: Path,
+            env: Mapping[str, str], progress: Progress = no_progress) -> list[Observation]:
+    """Measure the plan's windows on a server already serving `plan.config`."""
+    candidate = plan.config.applied(loaded)
+    per_request = candidate.spec.server.kind == "torchserve"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as resources:
+        ctx = measuring_context(candidate, run_dir, env, resources, progress)
+        target = load_target(ctx, server)
+        top = max(plan.concurrencies)
+        closed_window(ctx, server, target, "explore", top, WARMUP_S, "exploration warm-up")
+        observations = []
+        for concurrency in plan.concurrencies:
+            before = server.stats()
+            window = closed_window(ctx, server, target, "explore", concurrency, plan.window_s,
+                                   f"{plan.config.label} at concurrency {concurrency}")
+            delta = server.stats().since(before)
+            observations.append(_observation(plan.config, concurrency, window.summary(),
+                                             delta.batch_executions, delta.window_metrics(),
+                                             per_request))
+        memory, _ = server_memory(server)
+    last = observations[-1]
+    observations[-1] = Observation(**{**last.__dict__, "rss_mb": memory.get("server_rss_mb"),
+                                      "gpu_mb": memory.get("server_gpu_mb")})
+    return observations
+
+
+def _observation(config: Config, concurrency: int, summary: dict[str, float],
+                 batches: dict[int, int], server: dict[str, float],
+                 per_request: bool) -> Observation:
+    requests = server.get("server_requests", 0.0)
+    compute_keys = [k for k in server if k.startswith("server_compute_")]
+    compute_us = sum(server[k] for k in compute_keys) * requests
+    return Observation(config.device, config.instances, config.max_batch_size, concurrency,
+                       summary["throughput_rps"], summary["p50_ms"], summary["p99_ms"],
+                       summary["error_rate"], dict(batches), compute_us, per_request)

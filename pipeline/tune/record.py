@@ -1,0 +1,128 @@
+"""The tune run's record (`.serve-pipeline/runs/<run_id>/record.json`, command "tune").
+
+It has the top-level keys of every run record (stages empty: a tune run publishes and
+promotes nothing) plus `tune`, whose numbers are measured unless they sit under a
+`predicted` key (those carry `"predicted": true`).
+"""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from pipeline import __version__
+from pipeline.release.manifest import iso, utc_now
+from pipeline.spec.models import LoadedSpec
+from pipeline.tune.search import Candidate, TuneOutcome, TuneSettings
+from pipeline.tune.space import Config
+
+
+def tune_record(loaded: LoadedSpec, run_id: str, outcome: TuneOutcome, settings: TuneSettings,
+                started_at: str, duration_s: float) -> dict[str, Any]:
+    winner = outcome.winner
+    return {
+        "schema": 1, "run_id": run_id, "status": "passed" if winner else "failed",
+        "command": "tune", "name": loaded.spec.name, "environment": loaded.environment,
+        "spec_file": str(loaded.path), "spec_files": list(loaded.files),
+        "spec_digest": loaded.digest, "started_at": started_at, "finished_at": iso(utc_now()),
+        "duration_s": duration_s, "tool_version": __version__,
+        "host": {"machine": platform.machine(), "python": platform.python_version(),
+                 "node": platform.node()},
+        "server": {"kind": loaded.spec.server.kind},
+        "stages": [], "release_id": None, "promoted_to": None, "interrupted": False,
+        "tune": tune_section(loaded, outcome, settings),
+    }
+
+
+def tune_section(loaded: LoadedSpec, outcome: TuneOutcome,
+                 settings: TuneSettings) -> dict[str, Any]:
+    slo = loaded.spec.slo
+    winner, closest = outcome.winner, outcome.closest
+    predictions = {p.config: p for p in outcome.predictions}
+    return {
+        "budget_s": settings.budget_s, "budget_exhausted": outcome.budget_exhausted,
+        "wall_s": outcome.explore_s + outcome.verify_s,
+        "explore_s": outcome.explore_s, "verify_s": outcome.verify_s,
+        "space_size": len(outcome.space),
+        "configs_explored": len({(o.device, o.instances) for o in outcome.observations}),
+        "configs_measured": len(outcome.candidates),
+        "server_starts": outcome.starts, "server_reloads": outcome.reloads,
+        "restarts": ("every config change restarts the server (TorchServe reads batchSize, "
+                     "maxBatchDelay and workers at start)" if outcome.restarts_needed else
+                     "one tritonserver; configs loaded through its model-control API"),
+        "slo": {"p99_ms": slo.p99.ms, "p95_ms": slo.p95.ms if slo.p95 else None,
+                "p50_ms": slo.p50.ms if slo.p50 else None,
+                "error_rate": slo.error_rate.fraction,
+                "min_throughput_rps": slo.min_throughput.per_second
+                if slo.min_throughput else None,
+                "queue_budget_ms": slo.queue_budget().ms},
+        "gpu_memory": "measured (NVML)" if outcome.gpu_measured else
+        "not measured (no GPU or NVML here)",
+        "model_calibration": outcome.calibration,
+        "observations": [_observation(o.__dict__) for o in outcome.observations],
+        "model": [f.to_json() for f in outcome.fits],
+        "exploration_failures": outcome.exploration_failures,
+        "candidates": [candidate_json(c) for c in outcome.candidates],
+        "pruned": [{"config": c.to_json(), "label": c.label, "reason": reason,
+                    "predicted": predictions[c].to_json() if c in predictions else None}
+                   for c, reason in sorted(outcome.pruned.items())],
+        "winner": candidate_json(winner) if winner else None,
+        "why": why(outcome),
+        "closest": candidate_json(closest) if closest and not winner else None,
+        "recommended": recommended_block(winner.config) if winner else None,
+    }
+
+
+def candidate_json(candidate: Candidate) -> dict[str, Any]:
+    measured = candidate.measured
+    return {
+        "config": candidate.config.to_json(), "label": candidate.config.label,
+        "predicted": candidate.prediction.to_json() if candidate.prediction else None,
+        "measured": None if measured is None else {
+            "passed": measured.passed, "throughput_rps": measured.throughput_rps,
+            "throughput_source": measured.throughput_source,
+            "p99_ms": measured.latency_p99_ms,
+            "latency_throughput_rps": measured.latency_throughput_rps,
+            "rss_mb": measured.rss_mb, "gpu_mb": measured.gpu_mb},
+        "meets_slo": candidate.meets, "missed": candidate.missed(),
+        "record": str(candidate.record_dir / "record.json"),
+        "duration_s": candidate.duration_s,
+    }
+
+
+def recommended_block(config: Config) -> dict[str, Any]:
+    body = config.to_json()
+    return {"server": {"device": body["device"], "instances": body["instances"],
+                       "batching": {"max_batch_size": body["max_batch_size"],
+                                    "max_queue_delay": body["max_queue_delay"],
+                                    "preferred_batch_sizes": body["preferred_batch_sizes"]}}}
+
+
+def why(outcome: TuneOutcome) -> str:
+    winner = outcome.winner
+    if winner is None:
+        closest = outcome.closest
+        if closest is None:
+            return "no config could be measured"
+        return (f"no verified config met every SLO gate; closest: {closest.config.label}, "
+                f"which missed: {'; '.join(closest.missed())}")
+    assert winner.measured is not None
+    others = sorted((c for c in outcome.candidates if c is not winner and c.meets),
+                    key=lambda c: -c.throughput)
+    text = (f"{winner.config.label}: the highest measured throughput at the SLO "
+            f"({winner.throughput:,.0f}/s, {winner.measured.throughput_source}) of "
+            f"{sum(c.meets for c in outcome.candidates)} verified configs that met every gate")
+    if others:
+        text += f"; next {others[0].config.label} at {others[0].throughput:,.0f}/s"
+    failed = [c for c in outcome.candidates if not c.meets]
+    if failed:
+        text += f"; {len(failed)} verified config(s) missed the SLO"
+    text += f"; {len(outcome.pruned)} configs pruned by the model"
+    if outcome.budget_exhausted:
+        text += " (budget exhausted: the best config verified so far)"
+    return text
+
+
+def _observation(body: dict[str, Any]) -> dict[str, Any]:
+    return {**body, "batch_executions": {str(k): v for k, v in
+                                         sorted(body["batch_executions"].items())}}

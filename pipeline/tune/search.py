@@ -1,0 +1,297 @@
+"""The search: explore a little, model, prune, verify the best few by measuring.
+
+The budget is checked before each step; no measurement in progress is cut short, and
+the first candidate is always verified, so a run always ends with a measured answer
+(marked `budget_exhausted` when the budget stopped the search early).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.context import Progress, no_progress
+from pipeline.errors import PipelineError
+from pipeline.measure.gpu import gpu_memory_mb
+from pipeline.spec.models import LoadedSpec
+from pipeline.tune.adapters import (
+    CandidateRecord,
+    ServingSession,
+    preflight,
+    read_candidate,
+    verify_on,
+)
+from pipeline.tune.explore import explore, plan_for
+from pipeline.tune.model import InstanceFit, Observation, Prediction, fit, predict
+from pipeline.tune.prune import calibration, closest_when_none_fit, shortlist
+from pipeline.tune.space import Config, build_space, needs_restart
+
+Report = Callable[[str], None]
+DEFAULT_VERIFY = 3
+
+
+def _quiet(line: str) -> None:
+    """No running commentary (tests, scripts)."""
+
+
+@dataclass
+class Budget:
+    seconds: float
+    started: float = field(default_factory=time.monotonic)
+
+    def spent(self) -> float:
+        return time.monotonic() - self.started
+
+    def left(self) -> float:
+        return self.seconds - self.spent()
+
+
+@dataclass
+class Candidate:
+    """A verified config: measured by the pipeline's own stages (or failed to serve)."""
+
+    config: Config
+    prediction: Prediction | None
+    record_dir: Path
+    duration_s: float
+    measured: CandidateRecord | None = None
+    error: str = ""
+    over_ceiling: str = ""
+
+    @property
+    def meets(self) -> bool:
+        return self.measured is not None and self.measured.passed and not self.over_ceiling
+
+    @property
+    def throughput(self) -> float:
+        if self.measured is None or self.measured.throughput_rps is None:
+            return 0.0
+        return float(self.measured.throughput_rps)
+
+    def missed(self) -> list[str]:
+        if self.error:
+            return [self.error]
+        found = list(self.measured.failed) if self.measured else []
+        if self.over_ceiling:
+            found.append(self.over_ceiling)
+        if not found and self.measured is not None and not self.measured.passed:
+            found.append(self.measured.message)
+        return found
+
+
+@dataclass
+class TuneOutcome:
+    space: list[Config]
+    observations: list[Observation] = field(default_factory=list)
+    fits: list[InstanceFit] = field(default_factory=list)
+    predictions: list[Prediction] = field(default_factory=list)
+    pruned: dict[Config, str] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+    exploration_failures: dict[str, str] = field(default_factory=dict)
+    budget_exhausted: bool = False
+    restarts_needed: bool = True
+    starts: int = 0
+    reloads: int = 0
+    gpu_measured: bool = False
+    explore_s: float = 0.0
+    verify_s: float = 0.0
+    calibration: float = 1.0
+
+    @property
+    def winner(self) -> Candidate | None:
+        passing = [c for c in self.candidates if c.meets]
+        if not passing:
+            return None
+        return max(passing, key=lambda c: (c.throughput, -(c.measured.latency_p99_ms or 0)
+                                           if c.measured else 0))
+
+    @property
+    def closest(self) -> Candidate | None:
+        measured = [c for c in self.candidates if c.measured is not None]
+        pool = measured or self.candidates
+        if not pool:
+            return None
+        return min(pool, key=lambda c: (len(c.missed()), -c.throughput))
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    budget_s: float
+    verify: int
+    explore_window_s: float
+    max_memory_mb: float | None
+    max_gpu_memory_mb: float | None
+
+
+def settings_for(loaded: LoadedSpec, budget_s: float | None) -> TuneSettings:
+    tune = loaded.spec.tune
+    spec_budget = tune.budget.seconds if tune and tune.budget else 600.0
+    return TuneSettings(
+        budget_s=budget_s if budget_s is not None else spec_budget,
+        verify=tune.verify if tune else DEFAULT_VERIFY,
+        explore_window_s=tune.explore_window.seconds if tune and tune.explore_window else 1.0,
+        max_memory_mb=tune.max_memory.mib if tune and tune.max_memory else None,
+        max_gpu_memory_mb=tune.max_gpu_memory.mib if tune and tune.max_gpu_memory else None)
+
+
+def run_tune(loaded: LoadedSpec, run_dir: Path, env: Mapping[str, str],
+             settings: TuneSettings, report: Report = _quiet,
+             progress: Progress = no_progress) -> TuneOutcome:
+    preflight(loaded, env)
+    gpu_present = gpu_memory_mb([]) is not None
+    space = build_space(loaded.spec, gpu_present)
+    kind = loaded.spec.server.kind
+    outcome = TuneOutcome(space, restarts_needed=needs_restart(kind, kind == "triton"),
+                          gpu_measured=gpu_present)
+    budget = Budget(settings.budget_s)
+    session = ServingSession(loaded, run_dir / "servers", env, model_control=kind == "triton")
+    report(f"search space: {len(space)} configs; budget {settings.budget_s:.0f}s")
+    try:
+        _explore_all(session, loaded, outcome, settings, budget, run_dir, env, report, progress)
+        outcome.explore_s = budget.spent()
+        _predict_all(loaded, outcome, settings)
+        _verify_best(session, loaded, outcome, settings, budget, run_dir, env, report, progress)
+        outcome.verify_s = budget.spent() - outcome.explore_s
+    finally:
+        session.close()
+        outcome.starts, outcome.reloads = session.starts, session.reloads
+    return outcome
+
+
+def _explore_all(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcome,
+                 settings: TuneSettings, budget: Budget, run_dir: Path,
+                 env: Mapping[str, str], report: Report, progress: Progress) -> None:
+    for plan in plan_for(outcome.space, settings.explore_window_s):
+        if outcome.fits and budget.left() <= 0:
+            outcome.budget_exhausted = True
+            outcome.exploration_failures[plan.config.label] = "not explored: budget spent"
+            continue
+        report(f"exploring {plan.config.label} at concurrency "
+               f"{', '.join(map(str, plan.concurrencies))}")
+        try:
+            server = session.serve(plan.config)
+            seen = explore(server, loaded, plan, run_dir / "explore", env, progress)
+        except PipelineError as exc:
+            outcome.exploration_failures[plan.config.label] = str(exc)
+            report(f"  failed: {exc}")
+            session.close()
+            continue
+        outcome.observations.extend(seen)
+        outcome.fits.append(fit(seen))
+
+
+def _predict_all(loaded: LoadedSpec, outcome: TuneOutcome, settings: TuneSettings) -> None:
+    fits = {(f.device, f.instances): f for f in outcome.fits}
+    for config in outcome.space:
+        model = fits.get((config.device, config.instances))
+        if model is None:
+            prefix = f"{config.device} x{config.instances} "
+            why_not = next((reason for label, reason in outcome.exploration_failures.items()
+                            if label.startswith(prefix)), "could not be explored")
+            outcome.pruned[config] = f"not modelled: {prefix.strip()} {why_not}"
+            continue
+        outcome.predictions.append(predict(model, config, loaded.spec.slo))
+    chosen = shortlist(outcome.predictions, settings.max_memory_mb, settings.max_gpu_memory_mb,
+                       keep=settings.verify)
+    outcome.pruned.update(chosen.pruned)
+
+
+def _verify_best(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcome,
+                 settings: TuneSettings, budget: Budget, run_dir: Path,
+                 env: Mapping[str, str], report: Report, progress: Progress) -> None:
+    ranked = [p for p in outcome.predictions if p.config not in outcome.pruned]
+    ranked.sort(key=lambda p: (-p.throughput_rps, p.config))
+    if not ranked:
+        fallback = closest_when_none_fit(outcome.predictions)
+        if fallback is None:
+            return
+        outcome.pruned.pop(fallback.config, None)
+        ranked = [fallback]
+        report("the model says no config meets the SLO: measuring the closest")
+    queue = list(ranked)
+    estimate = _first_estimate(loaded)
+    limit = 2 * settings.verify
+    while queue and len(outcome.candidates) < limit:
+        prediction = queue[0]
+        if len(outcome.candidates) >= settings.verify and not _could_win(prediction, outcome):
+            break
+        if outcome.candidates and budget.left() < estimate:
+            outcome.budget_exhausted = True
+            break
+        queue.pop(0)
+        candidate = _verify_one(session, loaded, prediction, outcome, settings, run_dir, env,
+                                report, progress)
+        outcome.candidates.append(candidate)
+        estimate = max(estimate * 0.5, candidate.duration_s)
+        outcome.calibration = calibration(
+            [(c.prediction.throughput_rps, c.throughput) for c in outcome.candidates
+             if c.prediction is not None and c.measured is not None])
+    for prediction in queue:
+        outcome.pruned.setdefault(prediction.config, _not_verified_reason(prediction, outcome))
+
+
+def _could_win(prediction: Prediction, outcome: TuneOutcome) -> bool:
+    best = outcome.winner
+    return best is None or prediction.throughput_rps * outcome.calibration > best.throughput
+
+
+def _not_verified_reason(prediction: Prediction, outcome: TuneOutcome) -> str:
+    if outcome.budget_exhausted:
+        return f"not verified: budget spent (predicted {prediction.throughput_rps:,.0f}/s)"
+    scaled = prediction.throughput_rps * outcome.calibration
+    return (f"cannot win: predicted {prediction.throughput_rps:,.0f}/s, calibrated "
+            f"{scaled:,.0f}/s, under the best measured")
+
+
+def _verify_one(session: ServingSession, loaded: LoadedSpec, prediction: Prediction,
+                outcome: TuneOutcome, settings: TuneSettings, run_dir: Path,
+                env: Mapping[str, str], report: Report, progress: Progress) -> Candidate:
+    config = prediction.config
+    number = len(outcome.candidates) + 1
+    folder = run_dir / "candidates" / f"{number:02d}"
+    started = time.monotonic()
+    report(f"verifying {config.label} (predicted {prediction.throughput_rps:,.0f}/s)")
+    try:
+        server = session.serve(config)
+        record = verify_on(server, loaded, config, folder, env, progress)
+    except PipelineError as exc:
+        session.close()
+        report(f"  failed: {exc}")
+        return Candidate(config, prediction, folder, time.monotonic() - started, error=str(exc))
+    if not server.alive():
+        session.close()
+    measured = read_candidate(record)
+    candidate = Candidate(config, prediction, folder, time.monotonic() - started, measured)
+    candidate.over_ceiling = _ceiling_miss(measured, settings)
+    shown = f"{measured.throughput_rps:,.0f}/s" if measured.throughput_rps else "unknown"
+    report(f"  measured {shown} ({measured.throughput_source}), p99 "
+           f"{measured.latency_p99_ms or 0:.2f}ms: "
+           f"{'meets the SLO' if candidate.meets else '; '.join(candidate.missed())}")
+    return candidate
+
+
+def _ceiling_miss(measured: CandidateRecord, settings: TuneSettings) -> str:
+    if settings.max_memory_mb is not None:
+        if measured.rss_mb is None:
+            return "memory not measured: tune.max_memory cannot be checked"
+        if measured.rss_mb > settings.max_memory_mb:
+            return (f"memory {measured.rss_mb:,.0f} MiB over tune.max_memory "
+                    f"{settings.max_memory_mb:,.0f} MiB")
+    if settings.max_gpu_memory_mb is not None and measured.gpu_mb is not None and \
+            measured.gpu_mb > settings.max_gpu_memory_mb:
+        return (f"GPU memory {measured.gpu_mb:,.0f} MiB over tune.max_gpu_memory "
+                f"{settings.max_gpu_memory_mb:,.0f} MiB")
+    return ""
+
+
+def _first_estimate(loaded: LoadedSpec) -> float:
+    """Seconds one verification should take, before one was timed: the latency stage's
+    warm-up and duration, the knee probes, the capacity search, and a reload."""
+    stages = loaded.spec.stages
+    saturation = stages.saturation
+    probes = max(1, saturation.max_concurrency.bit_length() + 3)
+    capacity = saturation.capacity.budget.seconds if saturation.capacity.enabled else 0.0
+    return (stages.latency.warmup.seconds + stages.latency.duration.seconds
+            + probes * saturation.probe_duration.seconds + capacity + 5.0)

@@ -1,0 +1,93 @@
+"""`serve-pipeline tune` against a real tritonserver: a small space searched and verified,
+the budget running out, an SLO no config can meet; nothing left running after any."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.integration.conftest import cli
+
+# Two instance counts x two batch sizes x one delay: 4 configs, 2 explored servers.
+SMALL_SPACE = """
+tune:
+  instances: [1, 2]
+  max_batch_size: [1, 16]
+  max_queue_delay: [1ms]
+  preferred_batch_sizes: [[]]
+  verify: 2
+  explore_window: 500ms
+"""
+
+
+def _tune_record(project: Path) -> dict[str, Any]:
+    runs = sorted((project / ".serve-pipeline" / "runs").glob("*/record.json"),
+                  key=lambda path: path.stat().st_mtime_ns)
+    tuned = [json.loads(p.read_text()) for p in runs]
+    tuned = [r for r in tuned if r["command"] == "tune"]
+    assert tuned, "no tune record"
+    return tuned[-1]
+
+
+def test_tune_searches_verifies_and_recommends(fast_project: Path,
+                                               no_leftovers: Callable[[], None]) -> None:
+    spec = fast_project / "serve.yaml"
+    spec.write_text(spec.read_text() + SMALL_SPACE)
+    result = cli(["tune", "--budget", "5m"], fast_project, timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = _tune_record(fast_project)
+    section = record["tune"]
+    assert record["status"] == "passed" and record["release_id"] is None
+    assert section["space_size"] == 4 and section["configs_explored"] == 2
+    # One tritonserver for the whole search: configs are reloaded, never restarted.
+    assert section["server_starts"] == 1 and section["server_reloads"] >= 2
+    measured = section["candidates"]
+    assert 1 <= len(measured) <= 4
+    assert len(measured) + len(section["pruned"]) == 4
+    winner = section["winner"]
+    assert winner["meets_slo"] and winner["measured"]["throughput_rps"] > 0
+    assert winner["predicted"]["predicted"] is True
+    assert all((Path(c["record"])).is_file() for c in measured)
+    assert section["gpu_memory"].startswith("not measured")
+    assert "recommended:" in result.stdout and "max_batch_size" in result.stdout
+    report = (fast_project / ".serve-pipeline" / "runs" / record["run_id"] / "report.html")
+    assert 'id="tune-chart"' in report.read_text()
+    no_leftovers()
+
+
+def test_budget_exhausted_keeps_the_best_verified(fast_project: Path,
+                                                  no_leftovers: Callable[[], None]) -> None:
+    spec = fast_project / "serve.yaml"
+    spec.write_text(spec.read_text() + SMALL_SPACE)
+    result = cli(["tune", "--budget", "1s"], fast_project, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    section = _tune_record(fast_project)["tune"]
+    assert section["budget_exhausted"] is True
+    assert len(section["candidates"]) == 1
+    assert "budget exhausted" in section["why"]
+    assert any("budget" in p["reason"] for p in section["pruned"])
+    no_leftovers()
+
+
+def test_impossible_slo_exits_1_and_shows_the_closest(fast_project: Path,
+                                                      no_leftovers: Callable[[], None]) -> None:
+    spec = fast_project / "serve.yaml"
+    text = spec.read_text()
+    head, _, rest = text.partition("\nslo:\n")
+    _, _, stages = rest.partition("\nstages:\n")
+    impossible = "\nslo:\n  p99: 200us\n  error_rate: 0.1%\n  min_throughput: 100/s\n"
+    spec.write_text(head.replace("max_queue_delay: 2ms", "max_queue_delay: 100us")
+                    + impossible + "\nstages:\n" + stages + SMALL_SPACE.replace(
+                        "[1ms]", "[0us]"))
+    result = cli(["tune", "--budget", "2m"], fast_project, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "no config meets the SLO" in result.stderr
+    section = _tune_record(fast_project)["tune"]
+    assert section["winner"] is None and section["recommended"] is None
+    closest = section["closest"]
+    assert closest is not None and closest["measured"] is not None
+    assert any("latency.p99" in missed for missed in closest["missed"])
+    assert "closest" in section["why"]
+    no_leftovers()
