@@ -12,7 +12,6 @@ import typer
 from rich.console import Console
 
 from pipeline.cli.github import job_summary
-from pipeline.compare import adapters
 from pipeline.compare.run import Options, run_compare
 from pipeline.compare.translate import parse_instances, parse_kinds
 from pipeline.errors import PipelineFailed
@@ -29,7 +28,8 @@ def compare(file: Annotated[Path, typer.Option("--file", "-f", help="The spec (d
             servers: Annotated[str, typer.Option(
                 "--servers", help="The two server kinds to compare.")] = "triton,torchserve",
             tuned: Annotated[bool, typer.Option(
-                "--tuned", help="Tune each kind first (needs `tune`).")] = False,
+                "--tuned", help="Run `tune` for each kind first and compare each at its "
+                "recommended config (the spec's `tune:` block and budget).")] = False,
             output: Annotated[CompareFormat, typer.Option(
                 "--format", help="terminal, json, html, markdown (also appended to "
                 "$GITHUB_STEP_SUMMARY when set)")] = "terminal",
@@ -52,12 +52,10 @@ def compare(file: Annotated[Path, typer.Option("--file", "-f", help="The spec (d
     interleaved windows: throughput at the SLO, latency curves, cold start, memory,
     batching, the failure path, and a verdict with its confidence. Publishes nothing."""
     kinds = parse_kinds(servers)
-    if tuned:
-        adapters.require_tune()
     loaded = load_spec(file)
     err = Console(stderr=True, highlight=False)
     options = Options(rounds, window, max_concurrency, parse_instances(instances, kinds),
-                      exception_probe=not no_exception_probe)
+                      exception_probe=not no_exception_probe, tuned=tuned)
     record, run_dir = run_compare(loaded, kinds, options,
                                   dict(os.environ),
                                   lambda line: err.print(f"[dim]· {line}[/dim]"))

@@ -1,18 +1,17 @@
 """Every contact `compare` has with APIs that other work is still changing, in one place:
 building and serving a spec (pipeline/servers), parity and the failure probes (the
 parity stage, run through the runner on a server that is already up), preflight, and
-`tune`. Adapt these functions, and compare follows."""
+`tune` (`--tuned`). Adapt these functions, and compare follows."""
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.context import RunContext
-from pipeline.errors import UsageError
 from pipeline.model.source import ResolvedSource, resolve_model_source
 from pipeline.preflight import Check, PreflightFailed, Scope, run_checks
 from pipeline.results import StageResult
@@ -21,6 +20,7 @@ from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact, ModelServer
 from pipeline.servers.ports import loopback_ports
 from pipeline.spec.models import LoadedSpec
+from pipeline.tune.search import run_tune, settings_for
 
 COMPARE_SCOPE = Scope(environment=None, starts_server=True, reads_source=True,
                       publishes=False)
@@ -75,10 +75,19 @@ def parity(loaded: LoadedSpec, served: Served, folder: Path,
     return next(stage for stage in record.stages if stage.name == "parity")
 
 
-def require_tune() -> None:
-    """`--tuned` needs `serve-pipeline tune` (pipeline/tune/), not in this version yet."""
-    if importlib.util.find_spec("pipeline.tune") is None:
-        raise UsageError("--tuned: `tune` is not in this version yet (pipeline/tune/); "
-                         "run compare without --tuned")
-    raise UsageError("--tuned: tune is present but compare does not call it yet; run "
-                     "compare without --tuned")
+def tuned(loaded: LoadedSpec, folder: Path, env: Mapping[str, str],
+          announce: Callable[[str], None]) -> tuple[LoadedSpec, dict[str, Any]]:
+    """`tune` for one kind (its search space, budget and SLO from the spec's `tune:` block
+    and defaults), and the spec at the config it recommends; the spec as written, and why,
+    when no config met the SLO. The tune record lands in `folder`."""
+    folder.mkdir(parents=True)
+    outcome = run_tune(loaded, folder, env, settings_for(loaded, None), report=announce)
+    winner = outcome.winner
+    info: dict[str, Any] = {"budget_exhausted": outcome.budget_exhausted,
+                            "configs_measured": len(outcome.candidates),
+                            "space_size": len(outcome.space)}
+    if winner is None:
+        info.update(config=None, note="no config met the SLO: compared as written")
+        return loaded, info
+    info.update(config=winner.config.label, throughput_rps=winner.throughput)
+    return winner.config.applied(loaded), info

@@ -37,6 +37,7 @@ class Options:
     max_concurrency: int | None = None    # default: stages.saturation.max_concurrency
     instances: Mapping[str, int] | None = None   # per kind, in place of server.instances
     exception_probe: bool = True          # start each kind once more with a raising model
+    tuned: bool = False                   # run `tune` for each kind first
 
     def check(self) -> None:
         if not 2 <= self.rounds <= 8:
@@ -64,6 +65,9 @@ def run_compare(loaded: LoadedSpec, kinds: tuple[str, str], options: Options,
     points = load_points(options.max_concurrency or spec.stages.saturation.max_concurrency)
     servers: dict[str, dict[str, Any]] = {}
     disqualified: dict[str, str] = {}
+    tunings: dict[str, dict[str, Any]] = {}
+    if options.tuned:
+        translated, tunings = _tune_each(translated, run_dir, env, announce)
     with ExitStack() as resources:
         contenders: dict[str, Contender] = {}
         for item in translated:
@@ -87,6 +91,8 @@ def run_compare(loaded: LoadedSpec, kinds: tuple[str, str], options: Options,
     _, per_unit = compute_units(spec)
     for kind in contenders:
         servers[kind].update(server_figures(spec, kind, measured, options.rounds, per_unit))
+    for kind, tuning in tunings.items():
+        servers[kind]["tuned"] = tuning
     record = _record(loaded, run_id, kinds, servers, measured, disqualified, options,
                      window_s, points)
     record.update(started_at=iso(started), finished_at=iso(utc_now()),
@@ -95,13 +101,27 @@ def run_compare(loaded: LoadedSpec, kinds: tuple[str, str], options: Options,
     return record, run_dir
 
 
+def _tune_each(translated: list[Translated], run_dir: Path, env: Mapping[str, str],
+               announce: Callable[[str], None],
+               ) -> tuple[list[Translated], dict[str, dict[str, Any]]]:
+    """Each kind at the config `tune` recommends for it (one kind after the other, as the
+    measurement: never two servers under load at once)."""
+    tuned, tunings = [], {}
+    for item in translated:
+        announce(f"{item.kind}: tune (its own search; --tuned)")
+        loaded, tunings[item.kind] = adapters.tuned(item.loaded, run_dir / item.kind / "tune",
+                                                    env, announce)
+        tuned.append(Translated(item.kind, loaded))
+    return tuned, tunings
+
+
 def _prepare(item: Translated, run_dir: Path, env: Mapping[str, str], resources: ExitStack,
              servers: dict[str, dict[str, Any]],
              announce: Callable[[str], None]) -> Contender | None:
     """Build, start and parity-check one kind; None (and why, in `servers`) on failure."""
     kind = item.kind
     folder = run_dir / kind
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)   # tune may have written there first (--tuned)
     entry: dict[str, Any] = {"status": "measured", "log": f"{kind}/server.log"}
     servers[kind] = entry
     announce(f"{kind}: build, start, wait until ready")

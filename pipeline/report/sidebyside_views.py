@@ -40,7 +40,14 @@ def summary_rows(record: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
             return f"FAILED at {s.get('failed_at')}: {str(s.get('message', ''))[:90]}"
         return "measured"
 
+    def tuned(s: Mapping[str, Any]) -> str:
+        tuning = s.get("tuned") or {}
+        return str(tuning.get("config") or tuning.get("note") or "–")
+
+    rows = [row("tuned config (--tuned)", tuned)] if any(
+        "tuned" in servers[kind] for kind in kinds(record)) else []
     return [
+        *rows,
         row("status", status),
         row(f"throughput at the SLO (p99 ≤ {number(slo, ' ms', 0)})",
             lambda s: number(s.get("throughput_at_slo"), "/s")),

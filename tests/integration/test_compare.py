@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from tests.support.cli import cli
 from tests.support.htmldom import parse_html
+from tests.support.specs import fast_spec
 
 from .test_report_chromium import chromium
 
@@ -182,12 +184,13 @@ def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
     assert {"winner", "margin"} <= set(record)
     shown = {t["key"]: t["per_kind"] for t in record["translation"]}
     assert shown["server.batching.max_queue_delay"]["triton"] == \
-        "max_queue_delay_microseconds: 2000"
+        "max_queue_delay_microseconds: 1000"
     assert shown["server.batching.max_queue_delay"]["torchserve"] == \
-        "maxBatchDelay: 2 (milliseconds)"
+        "maxBatchDelay: 1 (milliseconds)"
     check_figures_from_windows(record)
     check_interleaved(record)
-    run_dir = project / "examples" / "two_inputs" / ".serve-pipeline" / "runs" / record["compare_id"]
+    example = project / "examples" / "two_inputs"
+    run_dir = example / ".serve-pipeline" / "runs" / record["compare_id"]
     assert json.loads((run_dir / "comparison.json").read_text()) == record
     for kind in ("triton", "torchserve"):   # each server's parity record and log
         assert (run_dir / kind / "record.json").is_file()
@@ -247,11 +250,24 @@ def test_a_spec_only_triton_can_serve_is_refused_naming_the_key(project: Path) -
     assert not (project / ".serve-pipeline" / "runs").exists()
 
 
-def test_tuned_is_refused_until_tune_exists(project: Path) -> None:
-    result = cli(["compare", "--tuned"], project, timeout=60)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "--tuned: `tune` is not in this version yet" in result.stderr
-    assert not (project / ".serve-pipeline" / "runs").exists()
+def test_tuned_compares_each_kind_at_the_config_tune_recommends(project: Path) -> None:
+    # One config in the space (batch 4, not the spec's 32): tune verifies it for each kind.
+    spec = project / "serve.yaml"
+    spec.write_text(fast_spec(spec.read_text()) + "\ntune:\n  instances: [1]\n"
+                    "  max_batch_size: [4]\n  max_queue_delay: [1ms]\n"
+                    "  preferred_batch_sizes: [[]]\n  verify: 1\n  explore_window: 500ms\n")
+    record = compare(project, *SHORT, "--tuned", "--no-exception-probe")
+    for kind in ("triton", "torchserve"):
+        server = record["servers"][kind]
+        assert server["tuned"]["space_size"] == 1, server["tuned"]
+        if server["tuned"]["config"] is not None:
+            assert "batch 4" in server["tuned"]["config"]
+            wanted = r"max_batch_size: 4\b" if kind == "triton" else r'"batchSize":\s*4\b'
+            assert re.search(wanted, server["config"]), server["config"]
+        else:
+            assert "compared as written" in server["tuned"]["note"]
+    runs = project / ".serve-pipeline" / "runs" / record["compare_id"]
+    assert (runs / "triton" / "tune").is_dir() and (runs / "torchserve" / "tune").is_dir()
 
 
 def test_java_missing_is_named_before_anything_starts(project: Path, tmp_path: Path) -> None:
