@@ -55,7 +55,6 @@ class StepMeasurement:
     # The p99's confidence interval from order statistics (the latency stage's verdict);
     # None: not computed (then the point estimate decides), or a side with no bound.
     p99_interval_ms: tuple[float | None, float | None] | None = None
-    answered_rps: float = 0.0  # answered successfully, per second of the step (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,6 @@ class StepOutcome:
     hold: bool = False        # the confirmation hold, not a bracketing step
     settle_s: float = 0.0     # then waited until a single request was prompt again
     p99_interval_ms: tuple[float | None, float | None] | None = None
-    answered_rps: float = 0.0
 
     @property
     def passed(self) -> bool:
@@ -132,7 +130,7 @@ def judge(step: StepMeasurement, limits: Limits, on_bound: bool = False) -> Step
     return StepOutcome(step.rate_rps, step.duration_s, step.p99_ms, step.error_rate,
                        step.samples, step.drain_s, growth, step.lag_p99_ms, verdict, reason,
                        step.unanswered, step.lingered_s,
-                       p99_interval_ms=step.p99_interval_ms, answered_rps=step.answered_rps)
+                       p99_interval_ms=step.p99_interval_ms)
 
 
 def _p99_bound_within(step: StepMeasurement, limits: Limits) -> bool:
@@ -313,13 +311,10 @@ def _confirm(run: _Runner) -> str:
             search.confirmed = outcome
             return f"confirmed by a {duration:g}s hold"
         # Lower by the resolution, doubling with each further miss (the short steps
-        # overestimate by more than that), and below what the server answered during the
-        # missed hold (an overloaded server's goodput bounds what it sustains); or to a
-        # lower rate a step passed, if any: measured evidence with more margin than a guess.
+        # overestimate by more than that), or to a lower rate a step passed, if any:
+        # measured evidence with more margin than a guess.
         misses += 1
         lower = rate * max(0.5, 1 - settings.resolution * 2 ** (misses - 1))
-        if outcome.answered_rps > 0:
-            lower = min(lower, outcome.answered_rps * (1 - settings.resolution))
         passed_below = [step.rate_rps for step in search.steps
                         if step.passed and not step.hold and step.rate_rps <= lower]
         rate = max(passed_below, default=lower)

@@ -60,8 +60,7 @@ def measure_capacity(ctx: RunContext, server: ModelServer, target: Target,
             outcome.drain_s, outcome.lag_p99_us / 1e3, outcome.client_bound,
             outcome.from_send.percentile_ms(99),
             sum(whole.errors[kind] for kind in UNANSWERED), outcome.lingered_s,
-            p99_interval_ms(whole, confidence), whole.completed / duration_s), limits,
-            on_bound=hold)
+            p99_interval_ms(whole, confidence)), limits, on_bound=hold)
 
     def settle() -> Drained:
         # Bounded by the longest wait the spec accepts for one request.

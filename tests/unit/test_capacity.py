@@ -161,28 +161,6 @@ def test_a_missed_hold_falls_back_to_a_lower_rate_a_step_passed() -> None:
     assert search.confirmed is holds[1]
 
 
-def test_a_missed_hold_holds_next_below_what_the_server_answered() -> None:
-    clock = FakeClock()
-
-    def overloaded_in_holds(rate: float, duration_s: float,
-                            hold: bool = False) -> capacity.StepOutcome:
-        clock.now += duration_s
-        if rate <= 600.0 or (not hold and rate <= 1000.0):
-            return judge(measured(rate, duration_s=duration_s), LIMITS)
-        if not hold:
-            return judge(measured(rate, p99=80.0, duration_s=duration_s), LIMITS)
-        # An overloaded hold: most of it timed out; the server answered 640/s.
-        return judge(replace(measured(rate, p99=200.0, errors=0.3, duration_s=duration_s),
-                             answered_rps=640.0), LIMITS, on_bound=hold)
-
-    search = find_capacity(overloaded_in_holds, settler(clock), 1600.0, settings(), clock)
-    holds = [step for step in search.steps if step.hold]
-    assert not holds[0].passed and holds[0].answered_rps == 640.0
-    # Not 5% below the missed rate, nor the highest step that passed: below the goodput.
-    assert holds[1].rate_rps <= 640.0 * 0.95
-    assert search.confirmed is not None and search.confirmed.rate_rps <= 608.0
-
-
 def test_a_rate_that_always_passes_is_a_lower_bound() -> None:
     clock, calls = FakeClock(), []
     search = find_capacity(queue(1e12, clock, calls), settler(clock), 1000.0 / 0.5,
