@@ -20,7 +20,10 @@ Settings, chosen so the sweep fits in about a quarter of an hour on 2 shared cor
 The last line is one JSON object: throughput_ratio (tune's best / the sweep's best),
 time_ratio (tune's wall time / the sweep's), configs_swept, configs_measured_by_tune, and,
 since the sweep's best is the highest of many noisy single measurements, where the config
-tune picked landed in the sweep (tune_pick_in_sweep_rps, tune_pick_rank_in_sweep).
+tune picked landed in the sweep (tune_pick_in_sweep_rps, tune_pick_rank_in_sweep), and
+both picks measured again alternately, `--rounds` times each, on equal terms
+(head_to_head_rps, throughput_ratio_head_to_head: the median of tune's pick over the
+median of the sweep's best).
 
 Measured here (2 cores shared with other jobs, load average about 5; one run):
 throughput_ratio 0.438, time_ratio 0.127, 32 swept, 3 measured by tune (79 s against
@@ -37,6 +40,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -48,7 +52,7 @@ sys.path.insert(0, str(REPO))
 from pipeline.spec.loading import load_spec  # noqa: E402
 from pipeline.tune.adapters import ServingSession, read_candidate, verify_on  # noqa: E402
 from pipeline.tune.search import run_tune, settings_for  # noqa: E402
-from pipeline.tune.space import build_space  # noqa: E402
+from pipeline.tune.space import Config, build_space  # noqa: E402
 
 STAGES = """
 stages:
@@ -79,12 +83,13 @@ def scratch_project() -> Path:
     return folder
 
 
-def sweep(project: Path, limit: int | None) -> tuple[float, int, str, dict[str, float]]:
+def sweep(project: Path,
+          limit: int | None) -> tuple[float, int, Config | None, dict[str, float]]:
     loaded = load_spec(project / "serve.yaml")
     space = build_space(loaded.spec, gpu_present=False)[:limit]
     folder = project / "sweep"
     session = ServingSession(loaded, folder / "servers", dict(os.environ), model_control=True)
-    best, best_label = 0.0, "none"
+    best, best_config = 0.0, None
     passing: dict[str, float] = {}
     try:
         for number, config in enumerate(space, 1):
@@ -105,13 +110,13 @@ def sweep(project: Path, limit: int | None) -> tuple[float, int, str, dict[str, 
             if measured.passed:
                 passing[config.label] = rate
             if measured.passed and rate > best:
-                best, best_label = rate, config.label
+                best, best_config = rate, config
     finally:
         session.close()
-    return best, len(space), best_label, passing
+    return best, len(space), best_config, passing
 
 
-def tune(project: Path) -> tuple[float, int, str]:
+def tune(project: Path) -> tuple[float, int, Config | None]:
     loaded = load_spec(project / "serve.yaml")
     run_dir = project / "tune-run"
     run_dir.mkdir()
@@ -119,7 +124,32 @@ def tune(project: Path) -> tuple[float, int, str]:
                        report=lambda line: print("tune:", line, flush=True))
     winner = outcome.winner
     return (winner.throughput if winner else 0.0, len(outcome.candidates),
-            winner.config.label if winner else "none")
+            winner.config if winner else None)
+
+
+def head_to_head(project: Path, picks: tuple[Config, Config],
+                 rounds: int) -> tuple[list[float], list[float]]:
+    """Tune's pick and the sweep's best measured again, alternately (A B B A A B ...), with
+    the same measurement: the sweep's best is the highest of many single noisy readings,
+    so it is biased upwards; this compares the two configs on equal terms."""
+    loaded = load_spec(project / "serve.yaml")
+    folder = project / "head-to-head"
+    session = ServingSession(loaded, folder / "servers", dict(os.environ), model_control=True)
+    rates: tuple[list[float], list[float]] = ([], [])
+    try:
+        for number in range(rounds):
+            order = (0, 1) if number % 2 == 0 else (1, 0)
+            for which in order:
+                config = picks[which]
+                record = verify_on(session.serve(config), loaded, config,
+                                   folder / f"{number:02d}-{which}", dict(os.environ))
+                measured = read_candidate(record)
+                rates[which].append((measured.throughput_rps or 0.0) if measured.passed else 0.0)
+                print(f"head-to-head {number + 1}/{rounds} {config.label}: "
+                      f"{rates[which][-1]:,.0f}/s", flush=True)
+    finally:
+        session.close()
+    return rates
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -131,17 +161,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", type=int, default=None,
                         help="sweep only the first N configs (a quick try, not the result)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="head-to-head measurements of each of the two picks")
     args = parser.parse_args()
     project = scratch_project()
     try:
         started = time.monotonic()
-        tuned, measured_by_tune, tuned_label = tune(project)
+        tuned, measured_by_tune, tuned_config = tune(project)
         tune_s = time.monotonic() - started
         started = time.monotonic()
-        swept, configs, swept_label, passing = sweep(project, args.configs)
+        swept, configs, swept_config, passing = sweep(project, args.configs)
         sweep_s = time.monotonic() - started
+        again: tuple[list[float], list[float]] = ([], [])
+        if tuned_config is not None and swept_config is not None:
+            again = head_to_head(project, (tuned_config, swept_config), args.rounds)
     finally:
         shutil.rmtree(project, ignore_errors=True)
+    tuned_label = tuned_config.label if tuned_config else "none"
+    swept_label = swept_config.label if swept_config else "none"
     print(f"tune:  {tuned:,.0f}/s with {tuned_label} in {tune_s:.0f}s "
           f"({measured_by_tune} configs measured)")
     print(f"sweep: {swept:,.0f}/s with {swept_label} in {sweep_s:.0f}s ({configs} configs)")
@@ -154,7 +191,16 @@ def main() -> None:
                       # where the tune's pick landed among the sweep's own measurements:
                       "tune_pick_in_sweep_rps": passing.get(tuned_label),
                       "tune_pick_rank_in_sweep": _rank(passing, tuned_label),
-                      "sweep_configs_passed": len(passing)}))
+                      "sweep_configs_passed": len(passing),
+                      # Both picks measured again alternately: median of tune's / the sweep's.
+                      "head_to_head_rps": [again[0], again[1]],
+                      "throughput_ratio_head_to_head": _median_ratio(again)}))
+
+
+def _median_ratio(rates: tuple[list[float], list[float]]) -> float | None:
+    if not rates[0] or not rates[1] or statistics.median(rates[1]) <= 0:
+        return None
+    return round(statistics.median(rates[0]) / statistics.median(rates[1]), 3)
 
 
 def _rank(rates: dict[str, float], label: str) -> int | None:
