@@ -129,8 +129,11 @@ def check_figures_from_windows(record: dict[str, Any]) -> None:
             # Merged windows: completed requests over their summed time (equal windows).
             mean = statistics.fmean(w["throughput_rps"] for w in at)
             assert point["throughput_rps"] == pytest.approx(mean, rel=0.05)
-            assert min(w["p99_ms"] for w in at) <= point["p99_ms"] <= \
-                max(w["p99_ms"] for w in at) + 0.01
+            # Between the windows' own p99s, up to rounding: a percentile's rank is rounded
+            # per window and once for the merge, so with ~100 requests a window the merged
+            # p99 can be the next sample past the highest window's.
+            assert min(w["p99_ms"] for w in at) * 0.95 - 0.01 <= point["p99_ms"] <= \
+                max(w["p99_ms"] for w in at) * 1.05 + 0.01
         knee = next(p for p in server["curve"] if p["concurrency"] == server["knee_concurrency"])
         assert server["p99_ms"] == knee["p99_ms"]
         # The server's own counters over exactly its windows: every item it executed.
