@@ -27,10 +27,14 @@ median of the sweep's best).
 
 Measured here (2 cores shared with other jobs, load average about 5; one run):
 throughput_ratio 0.438, time_ratio 0.127, 32 swept, 3 measured by tune (79 s against
-622 s). Tune's pick (2 instances, batch 32, delay 2ms: 3,400/s in tune) measured
-4,510/s in the sweep, second of its 28 passing configs; the sweep's best, 7,766/s, was
-one measurement of a config whose neighbours (delay 0 and 2ms) measured 1,399 and
-4,510/s.
+622 s). Tune's pick measured 4,510/s in the sweep, second of its 28 passing configs.
+Again on a quiet machine (one run, with the head-to-head): throughput_ratio 0.632,
+time_ratio 0.122 (70 s against 568 s), 3 measured by tune; tune's pick (1 instance,
+batch 16, delay 2ms) ranked 5th of 30 passing configs in the sweep at 11,982/s, and the
+sweep's best (2 instances, batch 64, delay 1ms: 16,264/s once) measured 8,985, 5,969
+and 7,423/s in the head-to-head against 11,194, 7,684 and 7,812/s for tune's pick:
+throughput_ratio_head_to_head 1.052. The sweep's best is the highest of 32 noisy single
+readings; on equal terms the pick was not worse.
 """
 
 from __future__ import annotations
