@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
 
+from pipeline.cli.common import DEFAULT_SPEC, SpecFile
 from pipeline.cli.github import job_summary
 from pipeline.compare.run import Options, run_compare
 from pipeline.compare.translate import parse_instances, parse_kinds
@@ -23,8 +23,7 @@ from pipeline.spec.loading import load_spec
 CompareFormat = Literal["terminal", "json", "html", "markdown"]
 
 
-def compare(file: Annotated[Path, typer.Option("--file", "-f", help="The spec (default "
-                                               "./serve.yaml).")] = Path("serve.yaml"),
+def compare(file: SpecFile = DEFAULT_SPEC,
             servers: Annotated[str, typer.Option(
                 "--servers", help="The two server kinds to compare.")] = "triton,torchserve",
             tuned: Annotated[bool, typer.Option(

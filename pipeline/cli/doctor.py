@@ -7,21 +7,20 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.cli.common import DEFAULT_SPEC, SpecFile
 from pipeline.preflight import Scope, most_serious, run_checks
 from pipeline.spec.loading import load_spec
 
 _STYLE = {"ok": "green", "failed": "bold red", "skipped": "dim"}
 
 
-def doctor(file: Annotated[Path, typer.Option("--file", "-f", help="The spec (default "
-                                              "./serve.yaml).")] = Path("serve.yaml"),
+def doctor(file: SpecFile = DEFAULT_SPEC,
            env: Annotated[str | None, typer.Option(
                "--env", help="Check what `promote ENV` needs (default: what `run` "
                              "needs).")] = None,

@@ -8,13 +8,13 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from pydantic_core import PydanticCustomError
 from rich.console import Console
 
+from pipeline.cli.common import DEFAULT_SPEC, SpecFile
 from pipeline.errors import Interrupted, PipelineFailed, UsageError
 from pipeline.preflight import PreflightFailed
 from pipeline.record import RunRecord, runs_dir, write_record
@@ -43,8 +43,7 @@ def _budget_seconds(text: str | None) -> float | None:
 
 
 def tune_command(
-        file: Annotated[Path, typer.Option("--file", "-f", help="The spec (default "
-                                           "./serve.yaml).")] = Path("serve.yaml"),
+        file: SpecFile = DEFAULT_SPEC,
         env: Annotated[str | None, typer.Option("--env", help="Merge this environment's "
                                                 "overlay first (its SLO is the target).")] = None,
         budget: Annotated[str | None, typer.Option(
