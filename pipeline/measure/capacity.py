@@ -33,6 +33,9 @@ Verdict = Literal["pass", "fail", "client_bound"]
 # rate was confirmed within the budget; none: even the lowest rate tried missed the SLO.
 CapacityBound = Literal["exact", "lower", "unknown", "none"]
 MIN_P99_SAMPLES = MIN_SAMPLES_FOR["p99"]
+# The bracketing steps leave the budget room for this many holds: the confirmation and a
+# retry at a lower rate when it misses.
+HOLDS_KEPT = 2
 
 
 @dataclass(frozen=True)
@@ -277,11 +280,10 @@ def _bracket(run: _Runner) -> None:
     while rate is not None and not search.stuck:
         best = search.best_step
         hold = settings.longest(settings.hold_duration(min(rate, best.rate_rps) if best else rate))
-        # Once a pass and a fail bracket the capacity, a confirmation (and one retry at a
-        # lower rate) matters more than a narrower interval.
-        bracketed = best is not None and search.lowest_failure_above(best.rate_rps) is not None
-        holds = 2 if bracketed else 1
-        if not run.fits(settings.longest(settings.step_duration(rate)) + holds * hold):
+        # A confirmation and one retry at a lower rate matter more than a narrower interval
+        # or a higher lower bound: a hold can miss where the short steps passed (slow queue
+        # growth, or errors only a longer hold shows), bracketed or not.
+        if not run.fits(settings.longest(settings.step_duration(rate)) + HOLDS_KEPT * hold):
             search.stop_reason = (f"the rest of the {settings.budget_s:g}s budget kept for "
                                   f"the confirmation (next step {rate:.0f}/s)")
             return

@@ -164,10 +164,23 @@ def test_a_missed_hold_falls_back_to_a_lower_rate_a_step_passed() -> None:
 def test_a_rate_that_always_passes_is_a_lower_bound() -> None:
     clock, calls = FakeClock(), []
     search = find_capacity(queue(1e12, clock, calls), settler(clock), 1000.0 / 0.5,
-                           settings(budget_s=7.0), clock)
+                           settings(budget_s=10.0), clock)
     assert search.bound == "lower" and search.confirmed is not None
     assert search.interval_rps == (search.confirmed.rate_rps, None)
     assert "kept for the confirmation" in search.stop_reason
+
+
+def test_a_hold_missed_before_any_step_failed_still_has_time_for_its_retry() -> None:
+    # Every short step passes, so nothing brackets the capacity; held for 3 s the server
+    # keeps up with less than the last step. The budget kept room for a second hold.
+    clock, calls = FakeClock(), []
+    search = find_capacity(queue(1e12, clock, calls, hold_capacity_rps=4000.0),
+                           settler(clock), 1000.0 / 0.5, settings(budget_s=12.0), clock)
+    holds = [step for step in search.steps if step.hold]
+    assert all(step.passed for step in search.steps if not step.hold)
+    assert [step.passed for step in holds] == [False, True]
+    assert search.confirmed is holds[1] and search.confirmed.rate_rps <= 4000.0
+    assert search.bound == "exact" and clock.now <= 12.0
 
 
 def test_no_rate_confirmed_within_the_budget_is_unknown_not_zero() -> None:
@@ -200,7 +213,7 @@ def test_missing_the_slo_at_every_rate_tried_fails_the_gate() -> None:
         clock.now += duration_s
         return judge(measured(rate, p99=80.0), LIMITS)
 
-    search = find_capacity(slow, settler(clock), 1000.0, settings(budget_s=9), clock)
+    search = find_capacity(slow, settler(clock), 1000.0, settings(budget_s=11), clock)
     assert [round(s.rate_rps) for s in search.steps] == [500, 250, 125]
     assert search.bound == "none" and search.interval_rps is None
     gate = _capacity_gate(search, slo)
