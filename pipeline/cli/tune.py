@@ -86,5 +86,7 @@ def tune_command(
         raise PipelineFailed(f"tune {run_id}: no config meets the SLO (closest: {shown})")
     out.print("recommended:\n" + recommended_yaml(section["recommended"]), markup=False)
     if write:
-        write_recommendation(loaded.path, section["recommended"])
+        comments = write_recommendation(loaded.path, section["recommended"])
         out.print(f"wrote the recommended server block into {loaded.path}")
+        for comment in comments:
+            out.print(f"  {comment}", markup=False)

@@ -1,20 +1,11 @@
-"""Every contact of `tune` with the server, runner and record APIs, in one place.
-
-INTEGRATOR: these are the only functions to adapt when the server lifecycle (context
-managers, `serving()`), the typed run record and preflight land:
-- `preflight`: replace the body with pipeline.preflight.require_ready(loaded, env,
-  Scope(environment=None, starts_server=True, reads_source=True, publishes=False)).
-- `ServingSession._launch`: builds and starts one server (Triton with its model-control
-  API on, see `_explicit_model_control`).
-- `ServingSession._reload`: Triton's repository API load with a config.
-- `verify_on`: one candidate through the runner (latency + saturation), attached to our
-  server; returns the record as a dict.
-- `read_candidate`: what tune reads from a candidate's run record.
+"""Every contact of `tune` with the server, runner and record APIs, in one place:
+preflight, the server session (one process reconfigured in place where the server allows
+it, see reconfigure.py), one candidate's verification through the runner, and what tune
+reads from a candidate's run record.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
@@ -22,20 +13,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import json_format, text_format
-from tritonclient.grpc import model_config_pb2 as pb
-
 from pipeline import metric_names as m
 from pipeline.context import Progress, RunContext, no_progress
-from pipeline.errors import ServerError, UsageError
+from pipeline.errors import UsageError
 from pipeline.model.source import resolve_model_source
 from pipeline.preflight import Scope, require_ready
 from pipeline.record import RunRecord
 from pipeline.runner import run_pipeline
-from pipeline.servers import http, server_kind
+from pipeline.servers import server_kind
 from pipeline.servers.base import ModelServer
 from pipeline.servers.ports import loopback_ports
 from pipeline.spec.models import LoadedSpec
+from pipeline.tune.reconfigure import open_for_reconfiguration, reconfigurable, reconfigure
 from pipeline.tune.space import Config, apply_config
 
 VERIFIED_STAGES = frozenset({"latency", "saturation"})
@@ -63,8 +52,8 @@ def measuring_context(loaded: LoadedSpec, run_dir: Path, env: Mapping[str, str],
 
 @dataclass
 class ServingSession:
-    """The server(s) of one tune run: one process reconfigured in place where Triton's
-    model-control API allows it, a fresh process per config otherwise. `close` stops
+    """The server(s) of one tune run: one process reconfigured in place where the server
+    allows it (reconfigure.py), a fresh process per config otherwise. `close` stops
     whatever is running (by PID, through ManagedProcess)."""
 
     loaded: LoadedSpec
@@ -73,8 +62,10 @@ class ServingSession:
     model_control: bool
     server: ModelServer | None = None
     current: Config | None = None
+    served: Config | None = None    # what the running process last served
     starts: int = 0
     reloads: int = 0
+    attempts: int = 0               # reconfigurations tried, each in its own folder
     _model_file: Path | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
 
@@ -83,23 +74,33 @@ class ServingSession:
         if self.current == config and self.server is not None and self.server.alive():
             return self.server
         started = time.monotonic()
-        if self.model_control and self.server is not None and self.server.alive():
+        server, served = self.server, self.served
+        if (self.model_control and server is not None and served is not None
+                and server.alive() and reconfigurable(server, served.device, config.device)):
             self.current = None
-            self._reload(self.server, config)
+            self.attempts += 1
+            scratch = self.folder / "configs" / f"{self.attempts}"
+            scratch.mkdir(parents=True)
+            try:
+                reconfigure(server, config.applied(self.loaded), self.model_file(), scratch,
+                            config.label)
+            except BaseException:
+                self.close()    # half-reconfigured: the next config starts a fresh process
+                raise
             self.reloads += 1
             how = "reloaded"
         else:
             self.close()
-            self.server = self._launch(config)
+            self.server = server = self._launch(config)
             self.starts += 1
             how = "started"
-        self.current = config
+        self.current = self.served = config
         self.events.append({"config": config.label, "how": how,
                             "seconds": time.monotonic() - started})
-        return self.server
+        return server
 
     def close(self) -> None:
-        server, self.server, self.current = self.server, None, None
+        server, self.server, self.current, self.served = self.server, None, None, None
         if server is not None:
             server.stop()
 
@@ -117,7 +118,7 @@ class ServingSession:
         artifact = kind.build(loaded, self.model_file(), where)
         server = kind.launch(loaded, artifact, loopback_ports(kind.port_names), where, self.env)
         if self.model_control:
-            _explicit_model_control(server, loaded.spec.name)
+            open_for_reconfiguration(server, loaded.spec.name)
         try:
             server.start()
             server.wait_ready(loaded.spec.stages.readiness.timeout.seconds)
@@ -125,53 +126,6 @@ class ServingSession:
             server.stop()
             raise
         return server
-
-    def _reload(self, server: ModelServer, config: Config) -> None:
-        loaded = config.applied(self.loaded)
-        scratch = self.folder / "configs" / f"{self.reloads + 1}"
-        scratch.mkdir(parents=True)
-        artifact = server_kind("triton").build(loaded, self.model_file(), scratch)
-        config_json = json_format.MessageToJson(text_format.Parse(artifact.config_text,
-                                                                  pb.ModelConfig()))
-        from pipeline.servers.triton.server import TritonEndpoint
-
-        assert isinstance(server, TritonEndpoint)
-        url = f"{server.base_url}/v2/repository/models/{loaded.spec.name}/load"
-        body = json.dumps({"parameters": {"config": config_json}}).encode()
-        timeout = loaded.spec.stages.readiness.timeout.seconds
-        try:
-            reply = http.call("POST", url, body, {"Content-Type": "application/json"},
-                              timeout_s=timeout)
-        except http.Unreachable as exc:
-            raise ServerError(f"reloading {config.label}: {exc}") from None
-        if reply.status != 200:
-            raise ServerError(f"Triton refused {config.label}: {reply.text()[:300]}")
-        server.wait_ready(timeout)
-        _wait_for_old_instances(server)
-
-
-def _wait_for_old_instances(server: ModelServer, quiet_s: float = 1.0,
-                            limit_s: float = 15.0) -> None:
-    """After a reload the previous config's python-backend stubs take a moment to exit;
-    memory is measured on the new config's processes only once the tree stops changing."""
-    deadline = time.monotonic() + limit_s
-    last, since = len(server.process_tree()), time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - since < quiet_s:
-        time.sleep(0.1)
-        count = len(server.process_tree())
-        if count != last:
-            last, since = count, time.monotonic()
-
-
-def _explicit_model_control(server: ModelServer, model: str) -> None:
-    """Start Triton with its repository API on, loading the model at start, so that a new
-    config is a reload (a few seconds) rather than a restart. The production config keeps
-    the API off; this server serves only tune's own measurements, on loopback."""
-    process = server.process
-    assert process is not None
-    argv = process.argv
-    argv[argv.index("--model-control-mode=none")] = "--model-control-mode=explicit"
-    argv.append(f"--load-model={model}")
 
 
 def verify_on(server: ModelServer, loaded: LoadedSpec, config: Config, run_dir: Path,

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline.context import Progress, no_progress
 from pipeline.errors import PipelineError
@@ -26,7 +27,7 @@ from pipeline.tune.adapters import (
 from pipeline.tune.explore import explore, plan_for
 from pipeline.tune.model import InstanceFit, Observation, Prediction, fit, predict
 from pipeline.tune.prune import calibration, closest_when_none_fit, shortlist
-from pipeline.tune.space import Config, build_space, needs_restart
+from pipeline.tune.space import Config, build_space
 
 Report = Callable[[str], None]
 DEFAULT_VERIFY = 3
@@ -91,9 +92,11 @@ class TuneOutcome:
     candidates: list[Candidate] = field(default_factory=list)
     exploration_failures: dict[str, str] = field(default_factory=dict)
     budget_exhausted: bool = False
-    restarts_needed: bool = True
+    kind: str = "triton"
     starts: int = 0
     reloads: int = 0
+    # Each move to a config: {config, how: started|reloaded, seconds until it was ready}.
+    server_changes: list[dict[str, Any]] = field(default_factory=list)
     gpu_measured: bool = False
     explore_s: float = 0.0
     verify_s: float = 0.0
@@ -143,10 +146,10 @@ def run_tune(loaded: LoadedSpec, run_dir: Path, env: Mapping[str, str],
     gpu_present = gpu_memory_mb([]) is not None
     space = build_space(loaded.spec, gpu_present)
     kind = loaded.spec.server.kind
-    outcome = TuneOutcome(space, restarts_needed=needs_restart(kind, kind == "triton"),
+    outcome = TuneOutcome(space, kind=kind,
                           gpu_measured=gpu_present)
     budget = Budget(settings.budget_s)
-    session = ServingSession(loaded, run_dir / "servers", env, model_control=kind == "triton")
+    session = ServingSession(loaded, run_dir / "servers", env, model_control=True)
     report(f"search space: {len(space)} configs; budget {settings.budget_s:.0f}s")
     try:
         _explore_all(session, loaded, outcome, settings, budget, run_dir, env, report, progress)
@@ -157,6 +160,7 @@ def run_tune(loaded: LoadedSpec, run_dir: Path, env: Mapping[str, str],
     finally:
         session.close()
         outcome.starts, outcome.reloads = session.starts, session.reloads
+        outcome.server_changes = list(session.events)
     return outcome
 
 

@@ -133,14 +133,3 @@ def _preferred(spec: Spec, size: int) -> Iterable[tuple[int, ...]]:
         # Triton fills in [max_batch_size] when none is given: the same config.
         found.add(() if kept == (size,) else kept)
     return sorted(found)
-
-
-def needs_restart(kind: str, model_control: bool) -> bool:
-    """Whether moving between two configs restarts the server process.
-
-    Triton with its model-control API reloads the model with a new config (instances,
-    batching, device) in the running process. TorchServe reads batchSize, maxBatchDelay
-    and the workers from config.properties at start (its model API, which could
-    re-register, is off in production configs): every change is a restart.
-    """
-    return not (kind == "triton" and model_control)

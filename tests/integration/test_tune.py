@@ -1,5 +1,6 @@
-"""`serve-pipeline tune` against a real tritonserver: a small space searched and verified,
-the budget running out, an SLO no config can meet; nothing left running after any."""
+"""`serve-pipeline tune` against a real tritonserver (a small space searched and verified,
+the budget running out, an SLO no config can meet) and a real TorchServe (configs
+registered in one process); nothing left running after any."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.conftest import cli
+from tests.support.processes import TORCHSERVE, processes_under
+from tests.support.specs import TORCHSERVE_FAST_STAGES, torchserve_spec
 
 # Two instance counts x two batch sizes x one delay: 4 configs, 2 explored servers.
 SMALL_SPACE = """
@@ -91,3 +94,27 @@ def test_impossible_slo_exits_1_and_shows_the_closest(fast_project: Path,
     assert any("latency.p99" in missed for missed in closest["missed"])
     assert "closest" in section["why"]
     no_leftovers()
+
+
+def test_tune_torchserve_registers_each_config_in_one_process(project: Path) -> None:
+    folder = project / "examples" / "torchserve"
+    (folder / "serve.yaml").write_text(torchserve_spec(TORCHSERVE_FAST_STAGES) + """
+tune:
+  instances: [1, 2]
+  max_batch_size: [8]
+  max_queue_delay: [1ms]
+  verify: 2
+  explore_window: 500ms
+""")
+    result = cli(["tune", "--budget", "4m"], folder, timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    section = _tune_record(folder)["tune"]
+    # One TorchServe: exploring the second worker count registers it through the model API.
+    assert section["server_starts"] == 1 and section["server_reloads"] >= 1
+    assert "model API" in section["restarts"]
+    assert section["configs_explored"] == 2 and section["exploration_failures"] == {}
+    assert [c["how"] for c in section["server_changes"]][:2] == ["started", "reloaded"]
+    assert 1 <= len(section["candidates"]) <= 2
+    assert all(c["measured"]["throughput_rps"] > 0 for c in section["candidates"])
+    assert section["winner"]["meets_slo"]
+    assert processes_under(folder, TORCHSERVE) == []

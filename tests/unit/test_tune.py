@@ -21,7 +21,7 @@ RECOMMENDED = {"server": {"device": "cpu", "instances": 1, "batching": {
 def test_write_changes_only_the_server_values_and_keeps_comments(project: Path) -> None:
     spec = project / "serve.yaml"
     before = spec.read_text().splitlines()
-    write_recommendation(spec, RECOMMENDED)
+    comments = write_recommendation(spec, RECOMMENDED)
     after = spec.read_text().splitlines()
     changed = [(old, new) for old, new in zip(before, after, strict=True) if old != new]
     assert changed == [
@@ -35,6 +35,12 @@ def test_write_changes_only_the_server_values_and_keeps_comments(project: Path) 
     loaded = load_spec(spec)
     assert loaded.spec.server.instances == 1
     assert loaded.spec.server.batching.max_queue_delay.ms == 5
+    # The comments on changed lines were kept, and each is named for the user to check.
+    assert comments == [
+        "server.instances: 2 -> 1; its comment was kept, check it still holds: "
+        "# Triton instance_group count",
+        "server.batching.max_queue_delay: 2ms -> 5ms; its comment was kept, check it still "
+        "holds: # WITH unit: Triton gets 2000 microseconds"]
 
 
 def test_write_refuses_a_result_that_is_not_a_valid_spec(project: Path) -> None:

@@ -114,6 +114,9 @@ class TorchServeEndpoint(EndpointLifecycle):
         key = self._key(api)
         return {"Authorization": f"Bearer {key}"} if key else {}
 
+    def management_headers(self) -> dict[str, str]:
+        return self._auth("management")
+
     # ---- health
 
     def is_ready(self, timeout_s: float = 2.0) -> bool:
@@ -244,14 +247,18 @@ class TorchServeServer(TorchServeEndpoint):
         self.local = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home)
         self.process = self.local
         self.workers: dict[int, str] = {}
+        # Lines appended to the rendered config.properties (tune turns the model API on).
+        self.extra_properties: list[str] = []
 
     def start(self) -> None:
         for folder in ("logs", "store"):
             (self.home / folder).mkdir(parents=True, exist_ok=True)
         self.scratch.mkdir(mode=0o700)
         shutil.copyfile(self.archive, self.home / "store" / f"{self.model_name}.mar")
-        (self.home / "config.properties").write_text(render_properties(
-            self.spec, self.ports, str(self.home / "store"), loopback_only=True))
+        rendered = render_properties(self.spec, self.ports, str(self.home / "store"),
+                                     loopback_only=True)
+        (self.home / "config.properties").write_text(
+            "\n".join([rendered.rstrip("\n"), *self.extra_properties]) + "\n")
         self.local.start()
         self.started_at = self.local.started_at
 
