@@ -192,13 +192,17 @@ def test_compare_and_swap_has_exactly_one_winner(store: Store) -> None:
 
 def test_list_returns_the_keys_under_a_prefix(store: Store) -> None:
     assert store.list("releases/") == []
-    for key in ("releases/demo/b.json", "releases/demo/a.json", "releases/other/c.json"):
+    for key in ("releases/demo/b.json", "releases/demo/a.json", "releases/other/c.json",
+                "releases/demo2/d.json"):
         store.create(key, b"{}")
     store.write_if(POINTER, b"start", None)
     assert store.list("releases/demo/") == ["releases/demo/a.json", "releases/demo/b.json"]
+    # A prefix is a folder, with or without its slash: "demo" never lists "demo2".
+    assert store.list("releases/demo") == store.list("releases/demo/")
     assert store.list("releases/") == ["releases/demo/a.json", "releases/demo/b.json",
-                                       "releases/other/c.json"]
+                                       "releases/demo2/d.json", "releases/other/c.json"]
     assert store.list("environments/") == [POINTER]
+    assert store.list("") == sorted([*store.list("releases/"), POINTER])
 
 
 def test_keys_stay_inside_the_store(store: Store) -> None:

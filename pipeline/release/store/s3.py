@@ -363,7 +363,9 @@ class S3Store:
 
     def list(self, prefix: str) -> list[str]:
         keys: list[str] = []
-        full = self._key(prefix)
+        folder = prefix.rstrip("/")
+        # As a folder: "releases/m" must not list "releases/m2/...".
+        full = self._key(folder) + "/" if folder else (f"{self.prefix}/" if self.prefix else "")
         strip = f"{self.prefix}/" if self.prefix else ""
         try:
             for page in self.client.get_paginator("list_objects_v2").paginate(
