@@ -56,8 +56,9 @@ class LoadCluster:
                 ray.init(address=address, log_to_driver=False, logging_level="warning")
             else:
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-                ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False,
-                         logging_level="warning", _node_ip_address="127.0.0.1")
+                ray.init(address="local", num_cpus=cpus, include_dashboard=False,
+                         log_to_driver=False, logging_level="warning",
+                         _node_ip_address="127.0.0.1")
             self.owns_ray = True
         self.actors: list[Any] = []
 
