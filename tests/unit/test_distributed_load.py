@@ -112,3 +112,4 @@ def test_the_missing_extra_names_the_key_and_the_install() -> None:
     message = missing_ray("stages.latency.workers", 4)
     assert "stages.latency.workers" in message
     assert "pip install 'serve-pipeline[ray]'" in message and "\n" not in message
+

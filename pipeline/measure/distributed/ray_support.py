@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 from pipeline.errors import UsageError
 
@@ -10,7 +11,12 @@ INSTALL = "pip install 'serve-pipeline[ray]'"
 
 
 def ray_installed() -> bool:
-    return importlib.util.find_spec("ray") is not None
+    if "ray" in sys.modules:           # imported already, or blocked (None)
+        return sys.modules["ray"] is not None
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def missing_ray(key: str, workers: int) -> str:

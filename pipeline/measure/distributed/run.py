@@ -9,10 +9,13 @@ and merges; every request is sent and timed inside a worker.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import psutil
 
 from pipeline.errors import PipelineError
 from pipeline.measure.distributed.merge import (
@@ -34,6 +37,7 @@ from pipeline.measure.transport import Target
 START_LEAD_S = 0.5
 # A worker that has not reported this long after its window should have ended is lost.
 REPORT_GRACE_S = 30.0
+RAY_PROGRAMS = ("raylet", "gcs_server")
 
 
 class LoadWorkerLost(PipelineError):
@@ -45,21 +49,28 @@ class LoadCluster:
     A local Ray gets `cpus` CPUs: one per worker of the stage with the most."""
 
     def __init__(self, cpus: int, address: str | None = None) -> None:
+        if address and _on_loopback(address):
+            # Ray rewrites a 127.0.0.1 address to this machine's outward one, where a
+            # loopback-only head does not listen; this keeps it (read when ray is imported).
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         import ray
 
         self.ray = ray
-        self.owns_ray = False
+        self.owns_ray = False  # we called ray.init: close stops a local Ray, leaves a cluster
         self.rows: dict[str, list[list[dict[str, Any]]]] = {}  # stage: each window's rows
         self.worker_pids: list[int] = []
+        self.local = False
         if not ray.is_initialized():
             if address:
-                ray.init(address=address, log_to_driver=False, logging_level="warning")
+                ray.init(address=address, log_to_driver=False, logging_level="warning",
+                         _node_ip_address="127.0.0.1" if _on_loopback(address) else None)
             else:
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
                 ray.init(address="local", num_cpus=cpus, include_dashboard=False,
                          log_to_driver=False, logging_level="warning",
                          _node_ip_address="127.0.0.1")
             self.owns_ray = True
+            self.local = not address
         self.actors: list[Any] = []
 
     def _workers(self, count: int) -> list[Any]:
@@ -155,10 +166,40 @@ class LoadCluster:
             self._end_workers()
         finally:
             if self.owns_ray:
+                started_here = ray_processes() if self.local else []
                 self.ray.shutdown()
+                reap(started_here)
 
 
 def _first_line(exc: BaseException) -> str:
     kind = type(exc).__name__
     text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
     return f"{kind}: {text}"[:300]
+
+
+def _on_loopback(address: str) -> bool:
+    host = address.removeprefix("ray://").rpartition(":")[0] or address
+    return host in ("127.0.0.1", "localhost")
+
+
+def ray_processes() -> list[psutil.Process]:
+    """The processes under this one that belong to a Ray it started (head and workers)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            line = " ".join(child.cmdline())
+            if child.name() in RAY_PROGRAMS or "ray::" in line or "/site-packages/ray/" in line:
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def reap(processes: list[psutil.Process], grace_s: float = 5.0) -> None:
+    """After ray.shutdown: what of the local Ray still runs (its dashboard agent outlives
+    the raylet for a while on a busy machine) is killed, so that no orphan is left."""
+    _, alive = psutil.wait_procs(processes, timeout=grace_s)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
