@@ -72,6 +72,9 @@ def distributed_stall(folder: Path, workers: int = WORKERS) -> dict[str, Any]:
         single = asyncio.run(open_loop(target, phases, 10.0))
         cluster = LoadCluster(workers)
         try:
+            # Warm the workers (first event loop, first connections) before measuring.
+            cluster.open_window(workers, "benchmark", target, [Phase("warm", 50.0, 1.0)],
+                                10.0, "warm-up")
             plain = cluster.open_window(workers, "benchmark", target, phases, 10.0,
                                         "stall scenario")
             align_to_stall(server, target, scenario)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,11 @@ from pipeline.measure.distributed.ray_support import missing_ray
 from pipeline.measure.distributed.shard import interleave, resolve_workers, split_concurrency
 from pipeline.measure.load_result import LoadResult, new_histogram
 from pipeline.measure.open_loop import Phase, schedule
+from pipeline.record import RunRecord
+from pipeline.report.html import render_html
+from pipeline.report.markdown import render_markdown
+
+DATA = Path(__file__).resolve().parent / "data"
 
 
 @pytest.mark.parametrize("arrivals", ["constant", "poisson"])
@@ -113,3 +120,21 @@ def test_the_missing_extra_names_the_key_and_the_install() -> None:
     assert "stages.latency.workers" in message
     assert "pip install 'serve-pipeline[ray]'" in message and "\n" not in message
 
+
+
+def test_reports_show_each_load_worker_and_the_late_one() -> None:
+    body = json.loads((DATA / "record_triton.json").read_text())
+    saturation = next(stage for stage in body["stages"] if stage["name"] == "saturation")
+    saturation["details"]["load_workers"] = [
+        {"worker": 0, "host": "a", "pid": 1, "requests": 900, "lag_p99_ms": 0.4,
+         "cpu_s": 1.5, "client_bound": False, "windows": 3},
+        {"worker": 1, "host": "b", "pid": 2, "requests": 900, "lag_p99_ms": 12.5,
+         "cpu_s": 1.6, "client_bound": True, "windows": 3}]
+    record = RunRecord.from_json(body)
+    markdown = render_markdown(record)
+    assert "**Load workers**" in markdown
+    assert "| saturation | 1 | b | 900 | 12.50 ms | 1.60 s | BEHIND |" in markdown
+    page = render_html(record)
+    assert "Load workers" in page and "BEHIND" in page and "12.50 ms" in page
+    assert "Load workers" not in render_markdown(RunRecord.from_json(
+        json.loads((DATA / "record_triton.json").read_text())))
