@@ -78,8 +78,8 @@ class LoadCluster:
             self._end_workers()
             remote = self.ray.remote(num_cpus=1, max_restarts=0)(LoadWorker)
             self.actors = [remote.remote(index) for index in range(count)]
-            self.worker_pids = [int(pid) for pid in self._get(
-                [actor.pid.remote() for actor in self.actors], "starting the load workers")]
+            self.worker_pids = [int(self._get(actor.pid.remote(), f"starting load worker {index}"))
+                                for index, actor in enumerate(self.actors)]
         return self.actors
 
     def rows_for(self, stage: str) -> list[dict[str, Any]]:
@@ -127,12 +127,17 @@ class LoadCluster:
 
     def _collect(self, refs: list[Any], length_s: float, label: str,
                  should_stop: Callable[[], bool], tick: Tick) -> list[Any]:
-        """Every worker's report, watching the server meanwhile; fails closed on any
-        worker that died, did not report in time, or when the server died."""
+        """Every worker's report, watching the server meanwhile; fails closed as soon as
+        a worker died, when one did not report in time, or when the server died."""
         started = time.monotonic()
+        index_of = {ref: index for index, ref in enumerate(refs)}
+        reports: dict[int, Any] = {}
         pending = list(refs)
         while pending:
-            _, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.1)
+            ready, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.1)
+            for ref in ready:     # a dead worker's report is "ready" with its error
+                reports[index_of[ref]] = self._get(ref, f"{label}: load worker "
+                                                   f"{index_of[ref]} of {len(refs)}")
             elapsed = time.monotonic() - started
             tick(elapsed)
             if should_stop():
@@ -142,19 +147,15 @@ class LoadCluster:
                 self._end_workers()
                 raise LoadWorkerLost(f"during {label}: {len(pending)} of {len(refs)} load "
                                      f"workers did not report within {elapsed:.0f}s")
-        return self._get(refs, label)
+        return [reports[index] for index in range(len(refs))]
 
-    def _get(self, refs: list[Any], label: str) -> list[Any]:
-        reports = []
-        for index, ref in enumerate(refs):
-            try:
-                reports.append(self.ray.get(ref, timeout=REPORT_GRACE_S))
-            except (self.ray.exceptions.RayError, TimeoutError) as exc:
-                self._end_workers()
-                raise LoadWorkerLost(
-                    f"during {label}: load worker {index} of {len(refs)} failed "
-                    f"({_first_line(exc)}); the window is not merged") from None
-        return reports
+    def _get(self, ref: Any, what: str) -> Any:
+        try:
+            return self.ray.get(ref, timeout=REPORT_GRACE_S)
+        except (self.ray.exceptions.RayError, TimeoutError) as exc:
+            self._end_workers()
+            raise LoadWorkerLost(f"during {what} failed ({_first_line(exc)}); the window "
+                                 "is not merged") from None
 
     def _end_workers(self) -> None:
         for actor in self.actors:
