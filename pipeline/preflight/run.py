@@ -30,7 +30,7 @@ def run_checks(loaded: LoadedSpec, env: Mapping[str, str], scope: Scope) -> list
         checks.append(Check.skipped("server", "no server is started here"))
     if scope.reads_source:
         checks += dvc_checks(loaded)
-    checks += load_worker_checks(loaded)
+    checks += load_worker_checks(loaded, env)
     checks += disk_checks(loaded, scope)
     return checks
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,12 +20,15 @@ from pipeline.measure.distributed.merge import (
     merge_parallel,
 )
 from pipeline.measure.distributed.ray_support import missing_ray
+from pipeline.measure.distributed.reach import unreachable
 from pipeline.measure.distributed.shard import interleave, resolve_workers, split_concurrency
 from pipeline.measure.load_result import LoadResult, new_histogram
 from pipeline.measure.open_loop import Phase, schedule
+from pipeline.preflight.load_workers import load_worker_checks
 from pipeline.record import RunRecord
 from pipeline.report.html import render_html
 from pipeline.report.markdown import render_markdown
+from pipeline.spec.loading import load_spec
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -138,3 +143,41 @@ def test_reports_show_each_load_worker_and_the_late_one() -> None:
     assert "Load workers" in page and "BEHIND" in page and "12.50 ms" in page
     assert "Load workers" not in render_markdown(RunRecord.from_json(
         json.loads((DATA / "record_triton.json").read_text())))
+
+
+def _sharded_spec(project: Path) -> Path:
+    spec = project / "serve.yaml"
+    spec.write_text(spec.read_text().replace(
+        "latency: {concurrency: 8, warmup: 3s, duration: 10s}",
+        "latency: {concurrency: 8, warmup: 3s, duration: 10s, workers: 2}"))
+    return spec
+
+
+def test_preflight_refuses_a_ray_address_where_nothing_answers(project: Path) -> None:
+    loaded = load_spec(_sharded_spec(project))
+    with socket.socket() as probe:          # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{probe.getsockname()[1]}"
+    [check] = load_worker_checks(loaded, {"RAY_ADDRESS": closed})
+    assert check.status == "failed" and check.exit_kind == 2
+    assert check.detail.startswith(f"RAY_ADDRESS: nothing answers at {closed}")
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        [check] = load_worker_checks(loaded, {"RAY_ADDRESS": address})
+    assert check.status == "ok" and address in check.detail and "latency.workers: 2" in \
+        check.detail
+    assert unreachable("no-port") == "'no-port' is not host:port"
+
+
+def test_preflight_names_the_key_when_ray_is_missing(project: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded = load_spec(_sharded_spec(project))
+    monkeypatch.setitem(sys.modules, "ray", None)   # as Python marks a blocked import
+    [check] = load_worker_checks(loaded, {})
+    assert check.status == "failed" and check.exit_kind == 2
+    assert check.detail == missing_ray("stages.latency.workers", 2)
+    one = project / "one.yaml"
+    one.write_text((project / "serve.yaml").read_text().replace(", workers: 2", ""))
+    assert load_worker_checks(load_spec(one), {}) == []       # one worker: nothing to check

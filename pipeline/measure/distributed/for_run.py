@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pipeline.measure.distributed.ray_support import require_ray
+from pipeline.measure.distributed.reach import unreachable
 from pipeline.measure.distributed.shard import resolve_workers
 
 if TYPE_CHECKING:
@@ -29,11 +30,19 @@ def cluster_for(ctx: RunContext, stage: str) -> LoadCluster | None:
         return None
     require_ray(f"stages.{stage}.workers", workers)
     if ctx.load_cluster is None:
-        from pipeline.measure.distributed.run import LoadCluster
+        from pipeline.measure.distributed.run import LoadCluster, LoadWorkerLost
 
         most = max(workers_for(ctx, name) for name in DISTRIBUTED_STAGES)
         address = ctx.ray_address or ctx.env.get("RAY_ADDRESS") or None
-        ctx.load_cluster = LoadCluster(most, address)
+        why = unreachable(address) if address else None
+        if why is not None:
+            raise LoadWorkerLost(f"stages.{stage}.workers: the Ray cluster: {why}")
+        try:
+            ctx.load_cluster = LoadCluster(most, address)
+        except Exception as exc:  # Ray's own errors: fail the stage, with Ray's reason
+            where = f"join the Ray cluster at {address}" if address else "start a local Ray"
+            raise LoadWorkerLost(f"stages.{stage}.workers: could not {where} "
+                                 f"({type(exc).__name__}: {exc})".splitlines()[0]) from None
         ctx.resources.callback(ctx.load_cluster.close)
     return ctx.load_cluster
 
