@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pipeline.errors import ServerError
+from pipeline.measure.distributed.run import LoadCluster
 from pipeline.model.reference import load_reference
 from pipeline.model.runtime import LoadedModel
 from pipeline.model.source import ResolvedSource
@@ -51,6 +52,8 @@ class RunContext:
     promotion: CheckedPromotion | None = None   # re-verifying an existing release
     image: BuiltImage | None = None           # build (runtime: docker): the image
     docker: DockerEngine | None = None        # build (runtime: docker): the daemon
+    ray_address: str | None = None            # --ray-address (else RAY_ADDRESS): load workers
+    load_cluster: LoadCluster | None = None   # latency/saturation: Ray load workers, if any
     _reference: Future[LoadedModel] | None = None   # the reference model, loading
 
     def preload_reference(self, model_file: Path) -> None:

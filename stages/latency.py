@@ -23,6 +23,7 @@ from pipeline.gates.latency import (
     settled_verdicts,
     verdict_details,
 )
+from pipeline.measure.distributed.for_run import load_workers_record
 from pipeline.measure.loadgen import LoadResult
 from pipeline.measure.stability import Measured, merge
 from pipeline.measure.windows import (
@@ -79,6 +80,9 @@ def run(ctx: RunContext) -> StageResult:
         "protocol": stage.protocol,
         **memory_notes,
     }
+    workers = load_workers_record(ctx, NAME)
+    if workers is not None:
+        details["load_workers"] = workers
     message = _message(measured, metrics, memory, reached, stable, outcome)
     return StageResult.judged(NAME, gates, message, metrics, details,
                               accept_inconclusive=stage.verdict.accept_inconclusive)

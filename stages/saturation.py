@@ -9,6 +9,8 @@ from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.measure.capacity import CapacitySearch
 from pipeline.measure.capacity_steps import measure_capacity
+from pipeline.measure.distributed.for_run import load_workers_record
+from pipeline.measure.distributed.merge import behind
 from pipeline.measure.knee import KneeSearch, ProbeOutcome, find_knee
 from pipeline.measure.loadgen import Target
 from pipeline.measure.windows import burst_window, closed_window, load_target
@@ -53,6 +55,7 @@ def run(ctx: RunContext) -> StageResult:
             gates.append(gate)
     if stage.burst is not None and best is not None:
         message += _burst(ctx, server, target, stage, metrics, details)
+    message += _load_workers(ctx, details)
     if best is None:
         return StageResult(NAME, Status.FAILED, message, metrics=metrics, gates=gates,
                            details=details)
@@ -149,3 +152,13 @@ def _burst(ctx: RunContext, server: ModelServer, target: Target, stage: Saturati
     if outcome.client_bound:
         message += " [client fell behind its schedule: burst figures invalid]"
     return message
+
+
+def _load_workers(ctx: RunContext, details: dict[str, Any]) -> str:
+    """The load workers' rows (when sharded), and those that fell behind, named."""
+    workers = load_workers_record(ctx, NAME)
+    if workers is None:
+        return ""
+    details["load_workers"] = workers
+    late = behind(workers)
+    return f"; load {', '.join(late)} fell behind its schedule" if late else ""

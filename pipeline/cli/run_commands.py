@@ -38,7 +38,8 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
              command: str, approved_by: str | None = None,
              promotion: CheckedPromotion | None = None,
              selected: frozenset[str] | None = None,
-             attach: Callable[[LoadedSpec], ModelServer] | None = None) -> None:
+             attach: Callable[[LoadedSpec], ModelServer] | None = None,
+             ray_address: str | None = None) -> None:
     loaded = load_spec(file, environment)
     stages_to_run(selected, attached=attach is not None)   # refuse a bad selection early
     run_id = new_run_id()
@@ -49,7 +50,8 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
     with ExitStack() as resources, ProgressView(out, [s.NAME for s in STAGES], title) as view:
         ctx = RunContext(loaded=loaded, run_id=run_id, run_dir=run_dir, env=dict(os.environ),
                          resources=resources, progress=view, promote_to=promote_to,
-                         actor=actor_name(by), approved_by=approved_by, promotion=promotion)
+                         actor=actor_name(by), approved_by=approved_by, promotion=promotion,
+                         ray_address=ray_address)
         if attach is not None:
             ctx.server = attach(loaded)
             if selected is None or "parity" in selected:
@@ -80,6 +82,7 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
             approved_by: Annotated[str | None, typer.Option(
                 "--approved-by", help="Record this approval and promote in one step.")] = None,
             note: Annotated[str, typer.Option("--note", help="Kept with the event.")] = "",
+            ray_address: RayAddress = None,
             ) -> None:
     """Point ENVIRONMENT at a verified release.
 
@@ -91,7 +94,8 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
     loaded = load_spec(file, environment)
     if loaded.policy.reverify and (release is not None or loaded.policy.requires):
         checked = check_promotion(store_for(loaded), loaded, environment, release, approved_by)
-        _execute(file, environment, environment, by, "promote", promotion=checked)
+        _execute(file, environment, environment, by, "promote", promotion=checked,
+                 ray_address=ray_address)
         return
     if release is not None or loaded.policy.requires:
         store = store_for(loaded)
@@ -104,9 +108,13 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
         return
     creators = names_of(actor_name(by), {"user": acting_user(os.environ)})
     check_new_release_approval(loaded, environment, approved_by, creators)
-    _execute(file, environment, environment, by, "promote", approved_by)
+    _execute(file, environment, environment, by, "promote", approved_by,
+             ray_address=ray_address)
 
 
+RayAddress = Annotated[str | None, typer.Option(
+    "--ray-address", help="The Ray cluster that runs the load workers (stages.*.workers > 1); "
+    "default: RAY_ADDRESS, else a local Ray started for the run.")]
 Stages = Annotated[str | None, typer.Option(
     "--stages", help="Comma-separated subset: readiness, parity, latency, saturation.")]
 
@@ -120,13 +128,14 @@ def _selection(stages: str | None) -> frozenset[str] | None:
 def run_command(file: SpecFile = DEFAULT_SPEC,
                 env: Annotated[str | None, typer.Option("--env", help="Environment overlay to "
                                                         "verify against.")] = None,
-                by: Actor = None, stages: Stages = None) -> None:
+                by: Actor = None, stages: Stages = None,
+                ray_address: RayAddress = None) -> None:
     """Run every stage and publish the release, without moving any environment pointer.
 
     With --stages, run only those (plus build, start and readiness): a re-measurement
     that publishes nothing.
     """
-    _execute(file, env, None, by, "run", selected=_selection(stages))
+    _execute(file, env, None, by, "run", selected=_selection(stages), ray_address=ray_address)
 
 
 def measure(url: Annotated[str, typer.Option("--url", help="The running server: Triton's "
@@ -142,6 +151,7 @@ def measure(url: Annotated[str, typer.Option("--url", help="The running server: 
                 "--metrics-url", help="TorchServe's metrics API (server-side numbers).")] = None,
             key_file: Annotated[Path | None, typer.Option(
                 "--key-file", help="TorchServe's key_file.json (token authorization).")] = None,
+            ray_address: RayAddress = None,
             ) -> None:
     """Measure a server that is already running (nothing is built, started or published).
 
@@ -155,4 +165,5 @@ def measure(url: Annotated[str, typer.Option("--url", help="The running server: 
             raise UsageError("measuring TorchServe needs --management-url and --metrics-url")
         return TorchServeEndpoint(loaded, url, management_url, metrics_url, key_file)
 
-    _execute(file, env, None, None, "measure", selected=_selection(stages), attach=attach)
+    _execute(file, env, None, None, "measure", selected=_selection(stages), attach=attach,
+             ray_address=ray_address)

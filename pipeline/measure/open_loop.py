@@ -10,7 +10,10 @@ import gc
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
 
 from pipeline.measure.load_result import LoadResult, failed_latency_us, latency_us, new_histogram
 from pipeline.measure.supervise import Tick, no_tick, supervise
@@ -33,6 +36,9 @@ class OpenLoopResult:
     from_send: LoadResult
     lingered_s: float = 0.0   # waited after a hard end for unanswered requests' answers
     unsettled: int = 0        # still unanswered after that, so cancelled
+    # Sharded over load workers: one row each (see pipeline/measure/distributed/merge.py).
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    lag: HdrHistogram = field(default_factory=new_histogram)  # µs behind schedule, per send
 
 
 def schedule(phases: Sequence[Phase], arrivals: str = "constant",
@@ -96,18 +102,24 @@ class HardEnd:
 async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
                     max_in_flight: int = 2048, arrivals: str = "constant", seed: int = 0,
                     should_stop: Callable[[], bool] = lambda: False,
-                    tick: Tick = no_tick, hard_end: HardEnd | None = None) -> OpenLoopResult:
+                    tick: Tick = no_tick, hard_end: HardEnd | None = None,
+                    plan: list[tuple[float, str]] | None = None,
+                    start_wall: float | None = None) -> OpenLoopResult:
     """Requests on a schedule; each latency counted from its intended start.
 
     The same requests are also recorded from their actual send time (`from_send`),
     and the lag between intended and actual send says whether the client kept up.
+    A load worker passes its share of the schedule as `plan` and the wall-clock instant
+    (time.time()) that all workers' offsets count from as `start_wall`.
     """
-    window = _OpenLoopWindow(phases, schedule(phases, arrivals, seed), timeout_s,
-                             max_in_flight, hard_end, transport_for(target))
+    window = _OpenLoopWindow(phases, schedule(phases, arrivals, seed) if plan is None else plan,
+                             timeout_s, max_in_flight, hard_end, transport_for(target))
     with _no_cyclic_gc():
         try:
             cpu_start = time.process_time()
             window.start = time.perf_counter()
+            if start_wall is not None:
+                window.start += start_wall - time.time()
             await window.run(should_stop, tick)
             window.charge_client_cpu(time.process_time() - cpu_start)
         finally:
@@ -251,4 +263,5 @@ class _OpenLoopWindow:
             from_send=self.from_send,
             lingered_s=self.lingered_s,
             unsettled=self.unsettled,
+            lag=lag,
         )

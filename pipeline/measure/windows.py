@@ -8,6 +8,7 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
+from pipeline.measure.distributed.for_run import cluster_for, workers_for
 from pipeline.measure.gpu import gpu_memory_mb
 from pipeline.measure.loadgen import (
     HardEnd,
@@ -46,7 +47,12 @@ def closed_window(ctx: RunContext, server: ModelServer, target: Target, stage: s
     def tick(elapsed: float) -> None:
         ctx.progress(stage, min(elapsed, duration_s), duration_s, label)
 
+    cluster = cluster_for(ctx, stage)
     try:
+        if cluster is not None:
+            return cluster.closed_window(workers_for(ctx, stage), stage, target, concurrency,
+                                         duration_s, timeout, label,
+                                         should_stop=lambda: not server.alive(), tick=tick)
         return asyncio.run(closed_loop(target, concurrency, duration_s, timeout,
                                        should_stop=lambda: not server.alive(), tick=tick))
     except LoadAborted:
@@ -87,7 +93,13 @@ def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str
     def tick(elapsed: float) -> None:
         ctx.progress(stage, min(elapsed, total), total, label)
 
+    cluster = cluster_for(ctx, stage)
     try:
+        if cluster is not None:
+            return cluster.open_window(workers_for(ctx, stage), stage, target, phases, timeout,
+                                       label, max_in_flight, arrivals,
+                                       should_stop=lambda: not server.alive(), tick=tick,
+                                       hard_end=hard_end)
         return asyncio.run(run_open_loop(target, phases, timeout, arrivals=arrivals,
                                          should_stop=lambda: not server.alive(), tick=tick,
                                          hard_end=hard_end, max_in_flight=max_in_flight))

@@ -9,6 +9,7 @@ from pipeline.preflight.disk import disk_checks
 from pipeline.preflight.docker import docker_checks
 from pipeline.preflight.dvc import dvc_checks
 from pipeline.preflight.gpu import gpu_checks
+from pipeline.preflight.load_workers import load_worker_checks
 from pipeline.preflight.ports import port_checks
 from pipeline.preflight.scope import Scope
 from pipeline.preflight.servers import server_checks
@@ -29,6 +30,7 @@ def run_checks(loaded: LoadedSpec, env: Mapping[str, str], scope: Scope) -> list
         checks.append(Check.skipped("server", "no server is started here"))
     if scope.reads_source:
         checks += dvc_checks(loaded)
+    checks += load_worker_checks(loaded, env)
     checks += disk_checks(loaded, scope)
     return checks
 

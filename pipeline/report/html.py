@@ -15,6 +15,8 @@ from pipeline.report import charts
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
 from pipeline.report.compare import DEFAULT_TOLERANCE, Direction, comparability_note, compare
+from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
+from pipeline.report.load_workers import worker_lines
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
 
@@ -225,6 +227,22 @@ def _burst(parent: ET.Element, record: RunRecord) -> None:
         _el(section, "p", note, cls="muted")
 
 
+def _load_workers(parent: ET.Element, record: RunRecord) -> None:
+    lines = worker_lines(record)
+    if not lines:
+        return
+    section = _section(parent, "Load workers")
+    body = _table(section, [(header, "num" if header in ("requests", "lag p99", "CPU") else "")
+                            for header in WORKER_HEADERS])
+    for line in lines:
+        row = _el(body, "tr", cls="fail" if line.client_bound else "pass")
+        for text in line.cells():
+            _el(row, "td", text)
+    _el(section, "p", "Each worker sent and timed its share; the figures above are their "
+        "merged histograms. A worker behind its schedule makes the load client-bound.",
+        cls="muted")
+
+
 def _knee(parent: ET.Element, record: RunRecord) -> None:
     section = _section(parent, "Where the knee is")
     knee = data.knee(record)
@@ -385,6 +403,7 @@ def render_html(record: RunRecord, baseline: RunRecord | None = None, *,
     right = _el(measured, "div", cls="column")
     _memory(right, record)
     _burst(right, record)
+    _load_workers(right, record)
     charts_row = _el(main, "div", cls="grid")
     _knee(charts_row, record)
     _batches(charts_row, record)

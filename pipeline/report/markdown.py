@@ -9,6 +9,8 @@ from pipeline.record import RunRecord
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
 from pipeline.report.compare import DEFAULT_TOLERANCE, comparability_note, compare
+from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
+from pipeline.report.load_workers import worker_lines
 
 STATUS_ICON = {"passed": "✅", "failed": "❌", "aborted": "⏹️", "skipped": "⏭️",
                "running": "⏳"}
@@ -132,6 +134,10 @@ def _knee(record: RunRecord) -> list[str]:
         validity = " ⚠️ invalid: the client fell behind its schedule" if burst.valid is False \
             else ""
         lines += [f"**Burst:** {burst.summary()}{validity}", ""]
+    workers = worker_lines(record)
+    if workers:
+        lines += ["**Load workers** (each sent and timed its share; figures above merged):",
+                  "", *_table(WORKER_HEADERS, [line.cells() for line in workers], "lllrrrl")]
     return lines
 
 

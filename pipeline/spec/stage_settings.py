@@ -19,6 +19,9 @@ from pipeline.spec.units import (
     SizeField,
 )
 
+# How many processes send a stage's load (pipeline/measure/distributed/).
+LoadWorkers = Annotated[int, Field(ge=1, le=1024)] | Literal["auto"]
+
 
 def _fraction_within(low: float, high: float, error: str, message: str) -> AfterValidator:
     """A check that a percentage lies in low..high (as fractions)."""
@@ -104,6 +107,11 @@ class LatencyStage(StrictModel):
         "Windows repeat until every latency gate is decided (or the cap)."))
     verdict: VerdictSpec = Field(default_factory=VerdictSpec, description=(
         "How percentile gates are decided: confidence, and whether inconclusive may pass."))
+    workers: LoadWorkers = Field(default=1, description=(
+        "Load worker processes sending this stage's load (auto: one per spare core); more "
+        "than 1 runs them on Ray (pip install 'serve-pipeline[ray]'): a local Ray started "
+        "for the run, or the cluster at RAY_ADDRESS / --ray-address. The open-loop schedule "
+        "is interleaved over the workers, the closed loop's concurrency split among them."))
 
 
 class BurstSpec(StrictModel):
@@ -158,6 +166,11 @@ class SaturationStage(StrictModel):
         "A low -> high -> low rate test; reports p99 during the burst and the drain time."))
     capacity: CapacitySpec = Field(default_factory=CapacitySpec, description=(
         "The sustainable arrival rate at the SLO, bisected in open loop."))
+    workers: LoadWorkers = Field(default=1, description=(
+        "Load worker processes sending this stage's load (auto: one per spare core); more "
+        "than 1 runs them on Ray (pip install 'serve-pipeline[ray]'): a local Ray started "
+        "for the run, or the cluster at RAY_ADDRESS / --ray-address. The open-loop schedule "
+        "is interleaved over the workers, the closed loop's concurrency split among them."))
 
 
 class RegressionStage(StrictModel):

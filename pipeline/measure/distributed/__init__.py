@@ -1,0 +1,1 @@
+"""Load from several worker processes on Ray: the schedule split, the workers, the merge."""
