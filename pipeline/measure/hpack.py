@@ -31,6 +31,7 @@ STATIC = tuple((name, STATIC_VALUES.get(index, "")) for index, name in
 HUFFMAN_DIGITS = {(0x0, 5): "0", (0x1, 5): "1", (0x2, 5): "2", (0x19, 6): "3", (0x1A, 6): "4",
                   (0x1B, 6): "5", (0x1C, 6): "6", (0x1D, 6): "7", (0x1E, 6): "8",
                   (0x1F, 6): "9"}
+STATELESS_BLOCKS = 64
 
 
 class HpackError(Exception):
@@ -88,8 +89,20 @@ class Decoder:
         self.table: list[tuple[str, str | None]] = []   # newest first
         self.size = 0
         self.max_size = max_size
+        # With no dynamic table a block decodes the same every time: a server answering
+        # the same call sends the same few blocks, so each is decoded once.
+        self.stateless: dict[bytes, dict[str, str | None]] = {}
 
     def decode(self, block: bytes) -> dict[str, str | None]:
+        known = self.stateless.get(block) if not self.table else None
+        if known is not None:
+            return known
+        headers = self._decode(block)
+        if not self.table and self.max_size == 0 and len(self.stateless) < STATELESS_BLOCKS:
+            self.stateless[block] = headers
+        return headers
+
+    def _decode(self, block: bytes) -> dict[str, str | None]:
         headers: dict[str, str | None] = {}
         position = 0
         try:
