@@ -20,20 +20,26 @@ connection set-up and unstable warm-up windows. Ours runs 0.5 s of warm-up, then
 the same 6 s, charged with its process CPU (all threads) over those 6 s. Every
 comparison alternates which of the two goes first.
 
-gRPC client candidates, measured with this accounting against perf_analyzer on the
-same server (2 shared cores, load average 1.4-5; CPU in microseconds per request):
+gRPC client candidates, measured with this accounting by a one-concurrency script
+against the same server (2 cores shared with other work, load average 1.4-6.4, so
+compare within a column; CPU in microseconds per request, throughput in requests/s):
 
-    candidate                                   c=1: CPU, req/s     c=16: CPU, req/s
-    perf_analyzer 2.51                          146-160, 314-335    61, 6460
-    grpc.aio unary, pre-serialised (previous)   367-383, 315-316    113, 3323
-    grpc.aio ModelStreamInfer, one stream       362-373, 318-321    STREAM16
-    grpc.aio unary over 2 channels              394-440, 282-300    MULTI16
-    lean HTTP/2, one write per call             168-178, 299-325    46, 5462
-    lean HTTP/2, calls of a loop turn coalesced (kept)   see the last run's table
+    candidate                                    c=1: CPU, req/s     c=16: CPU, req/s
+    perf_analyzer 2.51                           146-160, 314-335    61, 6460 (load 3.5)
+    grpc.aio unary, pre-serialised (previous)    367-383, 315-316    113-134, 3137-3323
+    grpc.aio ModelStreamInfer, one stream        362-373, 318-321    163, 3214 (load 6.4)
+    grpc.aio unary over 2 channels               394-440, 282-300    127, 2684 (load 6.4)
+    lean HTTP/2, one write per call              168-178, 299-325    46, 5462 (load 3.5)
+    lean HTTP/2, a loop turn's calls in one      168-224, 242-328    37, 4134-6434
+      write (kept)                                                   (h2 4134 at load 6.4,
+                                                                      aio unary 3137 there)
 
 The kept client (pipeline/measure/grpc_client.py) writes the frames itself on an
 asyncio protocol: grpc.aio's cost is in its completion-queue thread and per-call
-objects, which neither a stream nor more channels remove.
+objects, which neither a stream nor more channels remove. At c=1 every call costs a
+wake-up of an idle process, which dominates both clients; dropping the per-call timer
+or the cyclic garbage collector moved ours nothing beyond the noise (186-224 us at
+load 3.5-4.3), so there Python's interpreter stays ~10-20% above perf_analyzer's C++.
 
 perf_analyzer comes from PyPI: the `tritonclient==2.51.0` wheel carries the
 binary (newer wheels do not); it is downloaded (hash-checked) into a cache

@@ -214,6 +214,7 @@ class GrpcCaller:
         self.host, self.port = host.strip("[]") or "127.0.0.1", int(port)
         self.message = b"\x00" + struct.pack(">I", len(request.payload)) + request.payload
         self.connection: _Connection | None = None
+        self.opened: list[_Connection] = []
         self.connecting: asyncio.Future[_Connection] | None = None
         self.fallback = _AioCaller(request) if len(self.message) > DEFAULT_FRAME else None
         self.header_blocks: dict[float, bytes] = {}
@@ -240,6 +241,7 @@ class GrpcCaller:
         loop = asyncio.get_running_loop()
         _, protocol = await loop.create_connection(_Connection, self.host, self.port)
         self.connection = protocol
+        self.opened.append(protocol)
         return protocol
 
     async def send(self, timeout_s: float) -> str | None:
@@ -275,8 +277,8 @@ class GrpcCaller:
         return outcome
 
     async def close(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
+        for connection in self.opened:      # a GOAWAY leaves one behind its successor
+            connection.close()
         if self.fallback is not None:
             await self.fallback.close()
 

@@ -78,9 +78,27 @@ def test_grpc_errors_are_classified(triton: tuple[ModelServer, LoadedSpec]) -> N
         server.model_name.encode(), b"x" * len(server.model_name), 1))
     result = asyncio.run(closed_loop(unknown, 2, 0.5, 10.0))
     assert result.completed == 0 and set(result.errors) == {"grpc_not_found"}
+    # Over one HTTP/2 frame (16 KB), calls go through grpc.aio: classified the same way.
+    too_big = server.grpc_request({name: np.repeat(array, 300, axis=0) for name, array
+                                   in one_item(server, loaded).items()})
+    assert too_big is not None and len(too_big.payload) > 16384
+    result = asyncio.run(closed_loop(too_big, 2, 0.5, 10.0))
+    assert result.completed == 0 and set(result.errors) == {"grpc_invalid_argument"}
     closed_port = dataclasses.replace(target, target=f"127.0.0.1:{free_ports(1)[0]}")
     result = asyncio.run(closed_loop(closed_port, 1, 0.2, 10.0))
     assert result.completed == 0 and set(result.errors) == {"connection"}
+
+
+def test_open_loop_over_grpc(triton: tuple[ModelServer, LoadedSpec]) -> None:
+    """The lean HTTP/2 client under the open loop: every scheduled call answered, on time."""
+    server, loaded = triton
+    target = server.grpc_request(one_item(server, loaded))
+    assert target is not None
+    result = asyncio.run(open_loop(target, [Phase("steady", 200.0, 2.0)], 10.0))
+    steady = result.phases["steady"]
+    assert steady.completed == 400 and steady.error_count == 0
+    assert not result.client_bound
+    assert steady.percentile_ms(99) >= result.from_send.percentile_ms(99) > 0
 
 
 @pytest.mark.parametrize("arrivals", ["constant", "poisson"])
