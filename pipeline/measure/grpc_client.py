@@ -27,6 +27,8 @@ END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY = 0x1, 0x1, 0x4, 0x8, 0x20
 DEFAULT_FRAME = 16384          # the largest frame every HTTP/2 peer accepts
 BIG_WINDOW = 2**31 - 1
 MAX_STREAM_ID = 2**31 - 1
+HEADERS_HEAD = bytes([HEADERS, END_HEADERS])
+FRAME_HEAD = struct.Struct(">BBI")     # type, flags, stream id (after the 3-byte length)
 _STATUS_NAMES = {code.value[0]: code for code in grpc.StatusCode}
 
 
@@ -95,29 +97,35 @@ class _Connection(asyncio.Protocol):
             waiter.set_result(outcome)
 
     def data_received(self, data: bytes) -> None:
-        buffer = self.buffer
-        buffer += data
-        position = 0
-        while len(buffer) - position >= 9:
-            length = int.from_bytes(buffer[position: position + 3], "big")
-            end = position + 9 + length
-            if len(buffer) < end:
+        if self.buffer:
+            self.buffer += data
+            data = bytes(self.buffer)
+            self.buffer.clear()
+        position, size = 0, len(data)
+        while size - position >= 9:
+            kind, flags, stream_id = FRAME_HEAD.unpack_from(data, position + 3)
+            end = position + 9 + int.from_bytes(data[position: position + 3], "big")
+            if size < end:
                 break
-            kind, flags = buffer[position + 3], buffer[position + 4]
-            stream_id = int.from_bytes(buffer[position + 5: position + 9], "big") & MAX_STREAM_ID
-            self._frame_received(kind, flags, stream_id, bytes(buffer[position + 9: end]))
+            if kind == DATA:         # only its size matters: not copied
+                self._data_received(end - position - 9, flags, stream_id & MAX_STREAM_ID)
+            else:
+                self._frame_received(kind, flags, stream_id & MAX_STREAM_ID,
+                                     data[position + 9: end])
             position = end
-        del buffer[:position]
+        if position < size:
+            self.buffer += data[position:]
+
+    def _data_received(self, length: int, flags: int, stream_id: int) -> None:
+        self.received += length
+        if self.received > BIG_WINDOW // 2:
+            self._write(_frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", self.received)))
+            self.received = 0
+        if flags & END_STREAM:     # a well-formed answer ends with trailers, not data
+            self._finish(stream_id, "grpc_internal")
 
     def _frame_received(self, kind: int, flags: int, stream_id: int, payload: bytes) -> None:
-        if kind == DATA:
-            self.received += len(payload)
-            if self.received > BIG_WINDOW // 2:
-                self._write(_frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", self.received)))
-                self.received = 0
-            if flags & END_STREAM:     # a well-formed answer ends with trailers, not data
-                self._finish(stream_id, "grpc_internal")
-        elif kind in (HEADERS, CONTINUATION):
+        if kind in (HEADERS, CONTINUATION):
             self._header_fragment(kind, flags, stream_id, payload)
         elif kind == RST_STREAM:
             code = int.from_bytes(payload[:4], "big")
@@ -213,6 +221,7 @@ class GrpcCaller:
         host, _, port = request.target.rpartition(":")
         self.host, self.port = host.strip("[]") or "127.0.0.1", int(port)
         self.message = b"\x00" + struct.pack(">I", len(request.payload)) + request.payload
+        self.data_head = len(self.message).to_bytes(3, "big") + bytes([DATA, END_STREAM])
         self.connection: _Connection | None = None
         self.opened: list[_Connection] = []
         self.connecting: asyncio.Future[_Connection] | None = None
@@ -266,8 +275,10 @@ class GrpcCaller:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[str | None] = loop.create_future()
         connection.streams[stream_id] = waiter
-        connection.send_call(_frame(HEADERS, END_HEADERS, stream_id, self._headers(timeout_s)) +
-                             _frame(DATA, END_STREAM, stream_id, self.message))
+        headers = self._headers(timeout_s)
+        stream = stream_id.to_bytes(4, "big")
+        connection.send_call(b"".join((len(headers).to_bytes(3, "big"), HEADERS_HEAD, stream,
+                                       headers, self.data_head, stream, self.message)))
         timer = loop.call_later(timeout_s, _expire, waiter)
         try:
             outcome = await waiter
