@@ -41,6 +41,14 @@ wake-up of an idle process, which dominates both clients; dropping the per-call 
 or the cyclic garbage collector moved ours nothing beyond the noise (186-224 us at
 load 3.5-4.3), so there Python's interpreter stays ~10-20% above perf_analyzer's C++.
 
+Two full runs with the kept client (load average 2.3-7.7), ours / perf_analyzer:
+
+    run  protocol  c=1: throughput, CPU  c=4         c=8         c=16
+    1    http      1.02, 1.17            1.09, 0.71  1.07, 0.55  1.42, 0.49
+    1    grpc      0.93, 1.08            0.89, 0.85  1.30, 0.51  1.10, 0.49
+    2    http      1.00, 1.14            1.06, 0.64  1.32, 0.54  1.66, 0.31
+    2    grpc      0.98, 1.10            0.98, 0.60  1.06, 0.60  1.01, 0.56
+
 perf_analyzer comes from PyPI: the `tritonclient==2.51.0` wheel carries the
 binary (newer wheels do not); it is downloaded (hash-checked) into a cache
 folder, never installed, and given the two libraries it needs from
