@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from pipeline.measure.loadgen import Phase, closed_loop, open_loop, paced_sequen
 from pipeline.model.tensors import load_samples, take
 from pipeline.servers import serving
 from pipeline.servers.base import HttpRequest, ModelServer
+from pipeline.servers.ports import free_ports
 from pipeline.servers.triton.server import TritonServer
 from pipeline.spec.loading import load_spec
 from pipeline.spec.models import LoadedSpec
@@ -60,6 +62,43 @@ def test_closed_loop_against_triton(triton: tuple[ModelServer, LoadedSpec],
     assert result.completed > 50 and result.error_count == 0
     assert window["server_requests"] >= result.completed
     assert 0 < result.percentile_ms(50) < result.percentile_ms(99)
+
+
+def test_grpc_errors_are_classified(triton: tuple[ModelServer, LoadedSpec]) -> None:
+    """Over the lean HTTP/2 client, a request Triton refuses counts by its gRPC status."""
+    server, loaded = triton
+    assert isinstance(server, TritonServer) and server.grpc_target is not None
+    wrong_shape = {name: np.concatenate([array, array[:, :1]], axis=1)
+                   for name, array in one_item(server, loaded).items()}
+    target = server.grpc_request(wrong_shape)
+    assert target is not None
+    result = asyncio.run(closed_loop(target, 2, 0.5, 10.0))
+    assert result.completed == 0 and set(result.errors) == {"grpc_invalid_argument"}
+    unknown = dataclasses.replace(target, payload=target.payload.replace(
+        server.model_name.encode(), b"x" * len(server.model_name), 1))
+    result = asyncio.run(closed_loop(unknown, 2, 0.5, 10.0))
+    assert result.completed == 0 and set(result.errors) == {"grpc_not_found"}
+    # Over one HTTP/2 frame (16 KB), calls go through grpc.aio: classified the same way.
+    too_big = server.grpc_request({name: np.repeat(array, 300, axis=0) for name, array
+                                   in one_item(server, loaded).items()})
+    assert too_big is not None and len(too_big.payload) > 16384
+    result = asyncio.run(closed_loop(too_big, 2, 0.5, 10.0))
+    assert result.completed == 0 and set(result.errors) == {"grpc_invalid_argument"}
+    closed_port = dataclasses.replace(target, target=f"127.0.0.1:{free_ports(1)[0]}")
+    result = asyncio.run(closed_loop(closed_port, 1, 0.2, 10.0))
+    assert result.completed == 0 and set(result.errors) == {"connection"}
+
+
+def test_open_loop_over_grpc(triton: tuple[ModelServer, LoadedSpec]) -> None:
+    """The lean HTTP/2 client under the open loop: every scheduled call answered, on time."""
+    server, loaded = triton
+    target = server.grpc_request(one_item(server, loaded))
+    assert target is not None
+    result = asyncio.run(open_loop(target, [Phase("steady", 100.0, 2.0)], 10.0))
+    steady = result.phases["steady"]
+    assert steady.completed == 200 and steady.error_count == 0
+    assert not result.client_bound
+    assert steady.percentile_ms(99) >= result.from_send.percentile_ms(99) > 0
 
 
 @pytest.mark.parametrize("arrivals", ["constant", "poisson"])
