@@ -80,6 +80,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.distributed import distributed_stall  # noqa: E402
 from benchmarks.stall_scenario import StallScenario  # noqa: E402
 from pipeline.measure.loadgen import Phase, closed_loop, open_loop  # noqa: E402
 from pipeline.model.tensors import load_samples, take  # noqa: E402
@@ -299,14 +300,17 @@ def main() -> None:
     try:
         rows = compare_generators(pa, folder)
         figures = stall(pa, folder)
+        distributed_folder = folder / "distributed"
+        distributed_folder.mkdir()
+        distributed = distributed_stall(distributed_folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    print(json.dumps(headline(rows, figures)))
+    print(json.dumps(headline(rows, figures, distributed)))
 
 
-def headline(rows: list[dict[str, Any]], figures: dict[str, float]) -> dict[str, Any]:
-    """The last line's figures. (benchmarks/distributed.py's distributed_* figures belong
-    here too, once both are merged.)"""
+def headline(rows: list[dict[str, Any]], figures: dict[str, float],
+             distributed: dict[str, Any]) -> dict[str, Any]:
+    """The last line's figures, benchmarks/distributed.py's distributed_* included."""
     measured = [row for row in rows if "throughput_ratio" in row]
     out: dict[str, Any] = {
         "throughput_ratio_min": round(min(r["throughput_ratio"] for r in measured), 3),
@@ -320,6 +324,7 @@ def headline(rows: list[dict[str, Any]], figures: dict[str, float]) -> dict[str,
         out[f"{protocol}_cpu_per_1k_ratio_max"] = round(
             max(r["cpu_per_1k_ratio"] for r in mine), 3) if mine else None
     out.update({key: round(value, 2) for key, value in figures.items()})
+    out.update(distributed)
     out.update({"runs_compared": len(measured), "runs_total": len(rows),
                 "load_average": round(os.getloadavg()[0], 2)})
     return out

@@ -1,17 +1,21 @@
-"""The load generator's HPACK subset: what gRPC's status depends on must decode."""
+"""The load generator's HPACK: what gRPC's status depends on must decode."""
 
 from __future__ import annotations
 
+import hpack
 import pytest
 
 from pipeline.measure.hpack import Decoder, HpackError, encode_literals
 
 
-def test_literals_round_trip() -> None:
+def test_literals_round_trip_and_add_nothing_to_a_table() -> None:
     headers = [(":path", "/inference.GRPCInferenceService/ModelInfer"),
                ("content-type", "application/grpc"), ("te", "trailers"),
                ("x-long", "v" * 300)]
-    assert Decoder().decode(encode_literals(headers)) == dict(headers)
+    block = encode_literals(headers)
+    decoder = Decoder()
+    assert decoder.decode(block) == dict(headers)
+    assert decoder.table_entries == 0 and encode_literals(headers) == block
 
 
 def test_dynamic_table_and_static_index() -> None:
@@ -24,11 +28,12 @@ def test_dynamic_table_and_static_index() -> None:
         decoder.decode(bytes([0xBF]))                                   # index 63: none
 
 
-def test_huffman_digits_only() -> None:
-    # ":status" (static name 8), Huffman "200": 00010 00000 00000 + padding ones.
-    assert Decoder().decode(bytes([0x08, 0x82, 0x10, 0x01])) == {":status": "200"}
-    # Huffman 'a' (00011): not a digit, so unreadable rather than guessed.
-    assert Decoder().decode(bytes([0x08, 0x81, 0x1F])) == {":status": None}
+def test_huffman_coded_values_decode() -> None:
+    # What a server that Huffman-codes its headers sends (grpc-message included).
+    block = hpack.Encoder().encode([(":status", "200"), ("grpc-status", "3"),
+                                    ("grpc-message", "unexpected shape")], huffman=True)
+    assert Decoder().decode(bytes(block)) == {":status": "200", "grpc-status": "3",
+                                              "grpc-message": "unexpected shape"}
 
 
 def test_truncated_block_is_an_error() -> None:
@@ -36,7 +41,8 @@ def test_truncated_block_is_an_error() -> None:
         Decoder().decode(bytes([0x08, 0x05]) + b"20")
 
 
-def test_table_size_zero_keeps_nothing() -> None:
+def test_a_stateless_block_is_decoded_once() -> None:
     decoder = Decoder(0)
-    decoder.decode(bytes([0x40, 1]) + b"k" + bytes([1]) + b"v")
-    assert decoder.table == []
+    block = encode_literals([(":status", "200"), ("grpc-status", "0")])
+    assert decoder.decode(block) is decoder.decode(block)
+    assert decoder.table_entries == 0
