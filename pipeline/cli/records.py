@@ -19,7 +19,7 @@ from pipeline.report.formats import baseline_for, render
 from pipeline.spec.models import LoadedSpec
 
 
-def _write_reports(loaded: LoadedSpec, record: RunRecord, run_dir: Path) -> None:
+def write_reports(loaded: LoadedSpec, record: RunRecord, run_dir: Path) -> None:
     """report.html beside the record (after the run: never inside a measurement window),
     and the job summary when running in GitHub Actions."""
     try:
@@ -31,7 +31,7 @@ def _write_reports(loaded: LoadedSpec, record: RunRecord, run_dir: Path) -> None
         job_summary(render(record, "markdown", baseline))
 
 
-def _find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:
+def find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:
     if (runs_dir(loaded.workspace) / identifier / "record.json").is_file():
         return load_run_record(loaded.workspace, identifier)
     store = store_for(loaded)

@@ -10,7 +10,7 @@ import typer
 from rich.text import Text
 
 from pipeline.cli.common import DEFAULT_SPEC, Actor, SpecFile, acting, actor_name, out
-from pipeline.cli.records import _find_record
+from pipeline.cli.records import find_record
 from pipeline.errors import UsageError
 from pipeline.release.catalog import release_rows
 from pipeline.release.manifest import read_manifest
@@ -35,7 +35,7 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
     approver = actor_name(by)
     manifest = read_manifest(store, loaded.spec.name, release_id)
     counted_approvers(loaded, env, f"release {release_id}", creator_names(manifest), [approver])
-    out.print(render_terminal(_find_record(loaded, release_id)))
+    out.print(render_terminal(find_record(loaded, release_id)))
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("approve asks for confirmation; pass --yes when not at a terminal")

@@ -9,7 +9,7 @@ import typer
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile, out
 from pipeline.cli.github import job_summary
-from pipeline.cli.records import _find_record
+from pipeline.cli.records import find_record
 from pipeline.release.store import store_for
 from pipeline.report.formats import Format, baseline_for, render
 from pipeline.report.terminal import render_terminal
@@ -24,7 +24,7 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
            ) -> None:
     """Show a run's record, or the record a release was verified with."""
     loaded = load_spec(file, None)
-    record = _find_record(loaded, identifier)
+    record = find_record(loaded, identifier)
     if output == "terminal":
         out.print(render_terminal(record))
         return

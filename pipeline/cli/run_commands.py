@@ -12,7 +12,7 @@ import typer
 
 from pipeline.cli.common import DEFAULT_SPEC, Actor, SpecFile, acting, actor_name, out
 from pipeline.cli.progress import ProgressView
-from pipeline.cli.records import _write_reports
+from pipeline.cli.records import write_reports
 from pipeline.context import RunContext
 from pipeline.errors import Interrupted, PipelineFailed, UsageError
 from pipeline.model.source import resolve_model_source
@@ -64,7 +64,7 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
             raise Interrupted(f"interrupted: the server was stopped and nothing was promoted "
                               f"(record: {run_dir / 'record.json'})") from None
     out.print(render_terminal(record))
-    _write_reports(loaded, record, run_dir)
+    write_reports(loaded, record, run_dir)
     out.print(f"record: {run_dir / 'record.json'}  report: {run_dir / 'report.html'}")
     if record.status != "passed":
         failed = record.first_failed_stage()

@@ -27,8 +27,8 @@ def _css() -> str:
 
 
 
-def _el(parent: ET.Element, tag: str, text: str | None = None, cls: str | None = None,
-        **attrs: str) -> ET.Element:
+def add_element(parent: ET.Element, tag: str, text: str | None = None, cls: str | None = None,
+                **attrs: str) -> ET.Element:
     element = ET.SubElement(parent, tag, attrs)
     if cls:
         element.set("class", cls)
@@ -37,91 +37,91 @@ def _el(parent: ET.Element, tag: str, text: str | None = None, cls: str | None =
     return element
 
 
-def _section(parent: ET.Element, title: str, cls: str | None = None) -> ET.Element:
-    section = _el(parent, "section", cls=cls)
-    _el(section, "h2", title)
+def add_section(parent: ET.Element, title: str, cls: str | None = None) -> ET.Element:
+    section = add_element(parent, "section", cls=cls)
+    add_element(section, "h2", title)
     return section
 
 
-def _table(parent: ET.Element, headers: list[tuple[str, str]],
-           table_id: str | None = None) -> ET.Element:
+def add_table(parent: ET.Element, headers: list[tuple[str, str]],
+              table_id: str | None = None) -> ET.Element:
     """A table with a header row; returns its tbody. Header pairs are (text, css class)."""
-    table = _el(parent, "table", **({"id": table_id} if table_id else {}))
-    row = _el(_el(table, "thead"), "tr")
+    table = add_element(parent, "table", **({"id": table_id} if table_id else {}))
+    row = add_element(add_element(table, "thead"), "tr")
     for header, cls in headers:
-        _el(row, "th", header, cls=cls or None)
-    return _el(table, "tbody")
+        add_element(row, "th", header, cls=cls or None)
+    return add_element(table, "tbody")
 
 
 def _banner(parent: ET.Element, record: RunRecord) -> None:
     status = record.status or "unknown"
     passed, failed = data.status_counts(data.gate_rows(record))
-    banner = _el(parent, "div", cls=f"banner {status}")
-    left = _el(banner, "div")
-    heading = _el(left, "h1")
+    banner = add_element(parent, "div", cls=f"banner {status}")
+    left = add_element(banner, "div")
+    heading = add_element(left, "h1")
     badge = {"passed": "pass", "failed": "fail"}.get(status, "other")
-    _el(heading, "span", status.upper(), cls=f"badge big {badge}")
+    add_element(heading, "span", status.upper(), cls=f"badge big {badge}")
     heading_text = record.name or "serve-pipeline run"
     if record.environment:
         heading_text += f" · {record.environment}"
-    _el(heading, "span", heading_text)
+    add_element(heading, "span", heading_text)
     facts = [f"run {record.run_id or '—'}", f"release {record.release_id or '—'}"]
     if record.promoted_to:
         facts.append(f"{record.promoted_to} now points at this release")
     if record.interrupted:
         facts.append("interrupted")
-    _el(left, "div", " · ".join(facts), cls="sub")
+    add_element(left, "div", " · ".join(facts), cls="sub")
     verdict = f"{passed} of {passed + failed} gates passed"
     if failed:
         verdict = f"{failed} gate{'s' if failed > 1 else ''} FAILED ({verdict})"
     elif not passed:
         verdict = "no gate evaluated"
-    _el(banner, "div", verdict, cls="verdict")
+    add_element(banner, "div", verdict, cls="verdict")
 
 
 def _stage_strip(parent: ET.Element, record: RunRecord) -> None:
     rows = data.stage_rows(record)
     if not rows:
         return
-    strip = _el(parent, "ul", cls="stages")
+    strip = add_element(parent, "ul", cls="stages")
     for row in rows:
-        item = _el(strip, "li", cls=row.status, title=row.message)
-        _el(item, "span", STATUS_MARK.get(row.status, "?") + " ", cls="mark")
-        _el(item, "span", row.name)
+        item = add_element(strip, "li", cls=row.status, title=row.message)
+        add_element(item, "span", STATUS_MARK.get(row.status, "?") + " ", cls="mark")
+        add_element(item, "span", row.name)
         if row.duration_s is not None:
-            _el(item, "span", f"{row.duration_s:.1f}s", cls="time")
+            add_element(item, "span", f"{row.duration_s:.1f}s", cls="time")
     failure = data.first_failure(record)
     if failure is not None:
-        _el(parent, "p", f"Stage {failure.name} failed: {failure.message or 'no message'}",
-            cls="failure")
+        add_element(parent, "p", f"Stage {failure.name} failed: {failure.message or 'no message'}",
+                    cls="failure")
 
 
 _RESULT_MARK = {"passed": "✓", "failed": "✗", "inconclusive": "?"}
 
 
 def _gates(parent: ET.Element, record: RunRecord) -> None:
-    section = _section(parent, "Gates", cls="wide")
+    section = add_section(parent, "Gates", cls="wide")
     rows = data.gate_rows(record)
-    body = _table(section, [("stage", ""), ("gate", ""), ("observed", "num"),
-                            ("threshold", "num"), ("interval, samples", "num"),
+    body = add_table(section, [("stage", ""), ("gate", ""), ("observed", "num"),
+                               ("threshold", "num"), ("interval, samples", "num"),
                             ("result", "")], table_id="gates")
     for gate in rows:
-        row = _el(body, "tr", cls="pass" if gate.passed else "fail")
-        _el(row, "td", gate.stage, cls="stage")
-        _el(row, "td", gate.name, cls="mono")
+        row = add_element(body, "tr", cls="pass" if gate.passed else "fail")
+        add_element(row, "td", gate.stage, cls="stage")
+        add_element(row, "td", gate.name, cls="mono")
         value_cls = "num short" if gate.numeric else "num"
-        _el(row, "td", gate.observed, cls=value_cls)
-        _el(row, "td", gate.threshold, cls=value_cls)
-        _el(row, "td", gate.evidence or "—", cls="num")
-        _el(row, "td", _RESULT_MARK[gate.outcome] + " " + gate.label, cls="result")
+        add_element(row, "td", gate.observed, cls=value_cls)
+        add_element(row, "td", gate.threshold, cls=value_cls)
+        add_element(row, "td", gate.evidence or "—", cls="num")
+        add_element(row, "td", _RESULT_MARK[gate.outcome] + " " + gate.label, cls="result")
     if not rows:
-        _el(_el(body, "tr"), "td", "No gate was evaluated: the run stopped before any gated "
-            "stage.", cls="muted", colspan="6")
+        add_element(add_element(body, "tr"), "td", "No gate was evaluated: the run stopped "
+                    "before any gated stage.", cls="muted", colspan="6")
     reasons = [gate for gate in rows if gate.reason and not gate.passed]
     if reasons:
-        listing = _el(section, "ul", cls="gate-reasons")
+        listing = add_element(section, "ul", cls="gate-reasons")
         for gate in reasons:
-            _el(listing, "li", f"{gate.name} {gate.outcome}: {gate.reason}")
+            add_element(listing, "li", f"{gate.name} {gate.outcome}: {gate.reason}")
 
 
 def _split_bar(parent: ET.Element, waits: data.Waits) -> None:
@@ -131,73 +131,73 @@ def _split_bar(parent: ET.Element, waits: data.Waits) -> None:
     parts = [("q", "server queue", queue), ("c", "server compute", compute),
              ("o", "outside the server (HTTP, network, client)", outside)]
     total = sum(value for _, _, value in parts) or 1.0
-    _el(parent, "p", f"Of the mean client latency {data.ms(waits.mean_ms)}:", cls="muted")
-    bar = _el(parent, "div", cls="split")
-    legend = _el(parent, "div", cls="legend")
+    add_element(parent, "p", f"Of the mean client latency {data.ms(waits.mean_ms)}:", cls="muted")
+    bar = add_element(parent, "div", cls="split")
+    legend = add_element(parent, "div", cls="legend")
     for cls, label, value in parts:
-        _el(bar, "span", cls=cls, style=f"width:{100 * value / total:.1f}%",
-            title=f"{label}: {data.ms(value)}")
-        item = _el(legend, "span")
-        _el(item, "i", cls=cls)
-        _el(item, "span", f"{label} {data.ms(value)} ({value / total:.0%})")
+        add_element(bar, "span", cls=cls, style=f"width:{100 * value / total:.1f}%",
+                    title=f"{label}: {data.ms(value)}")
+        item = add_element(legend, "span")
+        add_element(item, "i", cls=cls)
+        add_element(item, "span", f"{label} {data.ms(value)} ({value / total:.0%})")
 
 
 def _waits(parent: ET.Element, record: RunRecord) -> None:
-    section = _section(parent, "Where requests waited")
+    section = add_section(parent, "Where requests waited")
     waits = data.waits(record)
     if waits is None:
-        _el(section, "p", "The latency stage did not measure (see the stages above).",
-            cls="muted")
+        add_element(section, "p", "The latency stage did not measure (see the stages above).",
+                    cls="muted")
         return
     load = "Latency stage window"
     if waits.concurrency is not None:
         load += f", closed loop at concurrency {waits.concurrency:g}"
     if waits.throughput_rps is not None:
         load += f": {data.format_value(waits.throughput_rps, '/s')}"
-    _el(section, "p", load + ".", cls="muted")
+    add_element(section, "p", load + ".", cls="muted")
     names = list(waits.client_ms)
-    body = _table(section, [("", ""), *((name, "num") for name in names)])
-    row = _el(body, "tr")
-    _el(row, "td", "client, end to end", cls="label")
+    body = add_table(section, [("", ""), *((name, "num") for name in names)])
+    row = add_element(body, "tr")
+    add_element(row, "td", "client, end to end", cls="label")
     for name in names:
-        _el(row, "td", data.ms(waits.client_ms[name]), cls="num")
+        add_element(row, "td", data.ms(waits.client_ms[name]), cls="num")
     if waits.queue_ms is not None:
-        row = _el(body, "tr")
-        _el(row, "td", "server queue (avg)", cls="label")
+        row = add_element(body, "tr")
+        add_element(row, "td", "server queue (avg)", cls="label")
         text = data.ms(waits.queue_ms)
         if waits.queue_budget_ms is not None:
             text += f" (mean budget {data.ms(waits.queue_budget_ms)})"
         over = waits.queue_budget_ms is not None and waits.queue_ms > waits.queue_budget_ms
-        _el(row, "td", text + (" — over budget" if over else ""),
-            cls="wide" + (" fail" if over else ""), colspan=str(len(names)))
+        add_element(row, "td", text + (" — over budget" if over else ""),
+                    cls="wide" + (" fail" if over else ""), colspan=str(len(names)))
     if waits.compute_ms:
-        row = _el(body, "tr")
-        _el(row, "td", "server compute (avg)", cls="label")
+        row = add_element(body, "tr")
+        add_element(row, "td", "server compute (avg)", cls="label")
         parts = " + ".join(f"{name} {data.ms(value)}" for name, value in waits.compute_ms.items())
         text = data.ms(waits.compute_total_ms)
         if len(waits.compute_ms) > 1:
             text += f" = {parts}"
-        _el(row, "td", text, cls="wide", colspan=str(len(names)))
+        add_element(row, "td", text, cls="wide", colspan=str(len(names)))
     _split_bar(section, waits)
 
 
 def _tile(parent: ET.Element, label: str, value: str | None) -> None:
-    tile = _el(parent, "div", cls="tile")
-    _el(tile, "div", label, cls="label")
-    _el(tile, "div", value or "not measured", cls="value" + ("" if value else " na"))
+    tile = add_element(parent, "div", cls="tile")
+    add_element(tile, "div", label, cls="label")
+    add_element(tile, "div", value or "not measured", cls="value" + ("" if value else " na"))
 
 
 def _memory(parent: ET.Element, record: RunRecord) -> None:
-    section = _section(parent, "Memory after warm traffic")
+    section = add_section(parent, "Memory after warm traffic")
     memory = data.memory(record)
     if memory is None:
-        _el(section, "p", "Not measured in this run.", cls="muted")
+        add_element(section, "p", "Not measured in this run.", cls="muted")
         return
 
     def mib(value: float | None) -> str | None:
         return None if value is None else data.format_value(value, "MiB")
 
-    tiles = _el(section, "div", cls="tiles")
+    tiles = add_element(section, "div", cls="tiles")
     _tile(tiles, "RSS", mib(memory.rss_mb))
     _tile(tiles, "PSS", mib(memory.pss_mb))
     _tile(tiles, "GPU", mib(memory.gpu_mb))
@@ -205,58 +205,58 @@ def _memory(parent: ET.Element, record: RunRecord) -> None:
     scope = "Whole server process tree"
     if memory.processes is not None:
         scope += f" ({memory.processes:g} processes: server plus backend stubs)"
-    _el(section, "p", scope + ", measured after the latency stage's traffic.", cls="muted")
+    add_element(section, "p", scope + ", measured after the latency stage's traffic.", cls="muted")
 
 
 def _burst(parent: ET.Element, record: RunRecord) -> None:
     burst = data.burst(record)
     if burst is None:
         return
-    section = _section(parent, "Burst (open loop)")
-    line = _el(section, "p")
+    section = add_section(parent, "Burst (open loop)")
+    line = add_element(section, "p")
     if burst.valid is False:
-        _el(line, "span", "invalid", cls="badge warn").tail = " "
+        add_element(line, "span", "invalid", cls="badge warn").tail = " "
     elif burst.valid is True:
-        _el(line, "span", "valid", cls="badge pass").tail = " "
-    _el(line, "span", burst.summary())
+        add_element(line, "span", "valid", cls="badge pass").tail = " "
+    add_element(line, "span", burst.summary())
     if burst.schedule_lag_p99_ms is not None:
         note = f"Client schedule lag p99 {data.ms(burst.schedule_lag_p99_ms)}"
         if burst.valid is False:
             note += ": the load generator fell behind its schedule, so the burst was not " \
                     "delivered as planned."
-        _el(section, "p", note, cls="muted")
+        add_element(section, "p", note, cls="muted")
 
 
 def _load_workers(parent: ET.Element, record: RunRecord) -> None:
     lines = worker_lines(record)
     if not lines:
         return
-    section = _section(parent, "Load workers")
-    body = _table(section, [(header, "num" if header in ("requests", "lag p99", "CPU") else "")
-                            for header in WORKER_HEADERS])
+    section = add_section(parent, "Load workers")
+    body = add_table(section, [(header, "num" if header in ("requests", "lag p99", "CPU") else "")
+                               for header in WORKER_HEADERS])
     for line in lines:
-        row = _el(body, "tr", cls="fail" if line.client_bound else "pass")
+        row = add_element(body, "tr", cls="fail" if line.client_bound else "pass")
         for text in line.cells():
-            _el(row, "td", text)
-    _el(section, "p", "Each worker sent and timed its share; the figures above are their "
-        "merged histograms. A worker behind its schedule makes the load client-bound.",
-        cls="muted")
+            add_element(row, "td", text)
+    add_element(section, "p", "Each worker sent and timed its share; the figures above are their "
+                "merged histograms. A worker behind its schedule makes the load client-bound.",
+                cls="muted")
 
 
 def _knee(parent: ET.Element, record: RunRecord) -> None:
-    section = _section(parent, "Where the knee is")
+    section = add_section(parent, "Where the knee is")
     knee = data.knee(record)
     if knee is None:
-        _el(section, "p", "The saturation stage did not run.", cls="muted")
+        add_element(section, "p", "The saturation stage did not run.", cls="muted")
         section.append(charts.knee_chart([], slo=None, knee_x=None))
         return
-    _el(section, "p", knee.summary())
+    add_element(section, "p", knee.summary())
     capacity = capacity_view(record)
     if capacity is not None:
-        line = _el(section, "p", cls="capacity")
+        line = add_element(section, "p", cls="capacity")
         if capacity.lower_bound:
-            _el(line, "span", "lower bound", cls="badge warn").tail = " "
-        _el(line, "span", capacity.summary())
+            add_element(line, "span", "lower bound", cls="badge warn").tail = " "
+        add_element(line, "span", capacity.summary())
     points = [charts.ChartPoint(
         probe.concurrency, probe.p99_ms, probe.passed,
         f"concurrency {probe.concurrency:g}: p99 {data.ms(probe.p99_ms)}, "
@@ -270,124 +270,125 @@ def _knee(parent: ET.Element, record: RunRecord) -> None:
         points, slo=knee.slo_p99_ms, knee_x=knee.concurrency, knee_label=knee_label,
         capacity_rps=capacity.rate_rps if capacity else None,
         capacity_label=capacity.headline().rstrip(".") if capacity else ""))
-    legend = _el(section, "div", cls="legend")
+    legend = add_element(section, "div", cls="legend")
     for colour, label in ((charts.PASS, "SLO met"), (charts.FAIL, "SLO missed"),
                           (charts.INK, "ringed: the knee" if not knee.lower_bound else
                            "ringed: the cap (a lower bound, not a knee)"),
                           (charts.PREFERRED, "squares: throughput; line: open-loop capacity")):
-        item = _el(legend, "span")
-        _el(item, "i", style=f"background:{colour};border-radius:50%")
-        _el(item, "span", label)
+        item = add_element(legend, "span")
+        add_element(item, "i", style=f"background:{colour};border-radius:50%")
+        add_element(item, "span", label)
     if knee.probes:
-        more = _el(section, "details")
-        _el(more, "summary", f"{len(knee.probes)} probes")
-        body = _table(more, [("concurrency", "num"), ("throughput", "num"), ("p99", "num"),
-                             ("errors", "num"), ("SLO", "")])
+        more = add_element(section, "details")
+        add_element(more, "summary", f"{len(knee.probes)} probes")
+        body = add_table(more, [("concurrency", "num"), ("throughput", "num"), ("p99", "num"),
+                                ("errors", "num"), ("SLO", "")])
         for probe in knee.probes:
-            row = _el(body, "tr", cls="pass" if probe.passed else "fail")
+            row = add_element(body, "tr", cls="pass" if probe.passed else "fail")
             for text in (f"{probe.concurrency:g}", data.format_value(probe.throughput_rps, "/s"),
                          data.ms(probe.p99_ms), f"{probe.error_rate:.2%}"):
-                _el(row, "td", text, cls="num short")
-            _el(row, "td", "met" if probe.passed else "missed", cls="result")
+                add_element(row, "td", text, cls="num short")
+            add_element(row, "td", "met" if probe.passed else "missed", cls="result")
     if capacity is not None and capacity.steps:
-        steps = _el(section, "details")
-        _el(steps, "summary", f"{len(capacity.steps)} open-loop rate steps")
-        body = _table(steps, [("rate", "num"), ("p99", "num"), ("samples", "num"),
-                              ("verdict", "")])
+        steps = add_element(section, "details")
+        add_element(steps, "summary", f"{len(capacity.steps)} open-loop rate steps")
+        body = add_table(steps, [("rate", "num"), ("p99", "num"), ("samples", "num"),
+                                 ("verdict", "")])
         for step in capacity.steps:
-            row = _el(body, "tr", cls="pass" if step.verdict == "pass" else "fail")
+            row = add_element(body, "tr", cls="pass" if step.verdict == "pass" else "fail")
             for text in (data.format_value(step.rate_rps, "/s"), data.ms(step.p99_ms),
                          f"{step.samples:,.0f}"):
-                _el(row, "td", text, cls="num short")
-            _el(row, "td", f"{step.verdict}: {step.reason}", cls="result")
+                add_element(row, "td", text, cls="num short")
+            add_element(row, "td", f"{step.verdict}: {step.reason}", cls="result")
 
 
 def _batches(parent: ET.Element, record: RunRecord) -> None:
-    section = _section(parent, "What batches formed")
+    section = add_section(parent, "What batches formed")
     batches = data.batches(record)
     if batches is None:
         section.append(charts.batch_chart({}, []))
         return
-    _el(section, "p", batches.summary())
+    add_element(section, "p", batches.summary())
     section.append(charts.batch_chart(batches.executions, batches.preferred))
-    legend = _el(section, "div", cls="legend")
+    legend = add_element(section, "div", cls="legend")
     keys = [(charts.BAR, "formed")]
     if batches.preferred:
         keys.append((charts.PREFERRED, "preferred size"))
     for colour, label in keys:
-        item = _el(legend, "span")
-        _el(item, "i", style=f"background:{colour}")
-        _el(item, "span", label)
+        item = add_element(legend, "span")
+        add_element(item, "i", style=f"background:{colour}")
+        add_element(item, "span", label)
     if batches.never_formed:
-        item = _el(legend, "span")
-        _el(item, "i", style=f"border:1px dashed {charts.PREFERRED}")
-        _el(item, "span", "preferred, never formed")
+        item = add_element(legend, "span")
+        add_element(item, "i", style=f"border:1px dashed {charts.PREFERRED}")
+        add_element(item, "span", "preferred, never formed")
 
 
 def _comparison(parent: ET.Element, record: RunRecord,
                 baseline: RunRecord | None, tolerance: float) -> None:
-    section = _section(parent, "Compared with the live release", cls="wide")
+    section = add_section(parent, "Compared with the live release", cls="wide")
     section.set("id", "comparison")
     if baseline is None:
-        _el(section, "p", "Not compared: no live release was given.", cls="muted")
+        add_element(section, "p", "Not compared: no live release was given.", cls="muted")
         return
-    _el(section, "p", f"Live release {baseline.release_id or '—'} (run "
-        f"{baseline.run_id or '—'}). Regressions are changes for the worse beyond "
+    add_element(section, "p", f"Live release {baseline.release_id or '—'} (run "
+                f"{baseline.run_id or '—'}). Regressions are changes for the worse beyond "
         f"{tolerance:.0%}: latency, errors and memory up, throughput down.", cls="muted")
     note = comparability_note(record, baseline)
     if note:
-        _el(section, "p", note, cls="failure")
+        add_element(section, "p", note, cls="failure")
     deltas = compare(record, baseline, tolerance)
     regressed = [delta for delta in deltas if delta.regressed]
     if regressed:
         names = ", ".join(f"{d.stage}.{d.metric} {d.change_text}" for d in regressed)
-        summary = _el(section, "p")
-        _el(summary, "span", f"{len(regressed)} regression{'s' if len(regressed) > 1 else ''}",
-            cls="badge fail").tail = f" {names}"
+        summary = add_element(section, "p")
+        plural = "s" if len(regressed) > 1 else ""
+        add_element(summary, "span", f"{len(regressed)} regression{plural}",
+                    cls="badge fail").tail = f" {names}"
     else:
-        summary = _el(section, "p")
-        _el(summary, "span", "no regression", cls="badge pass").tail = \
+        summary = add_element(section, "p")
+        add_element(summary, "span", "no regression", cls="badge pass").tail = \
             f" beyond {tolerance:.0%} in {len(deltas)} metrics."
-    body = _table(section, [("stage", ""), ("metric", ""), ("live", "num"),
-                            ("this run", "num"), ("change", "num"), ("", "")],
+    body = add_table(section, [("stage", ""), ("metric", ""), ("live", "num"),
+                               ("this run", "num"), ("change", "num"), ("", "")],
                   table_id="deltas")
     for delta in deltas:
         cls = ("regressed" if delta.regressed else "improved" if delta.improved
                else "neutral" if delta.direction is Direction.NEUTRAL else "same")
-        row = _el(body, "tr", cls=cls)
-        _el(row, "td", delta.stage, cls="stage")
-        _el(row, "td", delta.metric, cls="mono")
-        _el(row, "td", data.format_value(delta.baseline), cls="num")
-        _el(row, "td", data.format_value(delta.current), cls="num")
-        _el(row, "td", delta.change_text, cls="num")
+        row = add_element(body, "tr", cls=cls)
+        add_element(row, "td", delta.stage, cls="stage")
+        add_element(row, "td", delta.metric, cls="mono")
+        add_element(row, "td", data.format_value(delta.baseline), cls="num")
+        add_element(row, "td", data.format_value(delta.current), cls="num")
+        add_element(row, "td", delta.change_text, cls="num")
         verdict = "regression" if delta.regressed else "better" if delta.improved else ""
-        _el(row, "td", verdict, cls="verdict")
+        add_element(row, "td", verdict, cls="verdict")
 
 
 def _provenance(parent: ET.Element, record: RunRecord) -> None:
-    section = _section(parent, "Provenance", cls="wide")
+    section = add_section(parent, "Provenance", cls="wide")
     rows = data.provenance(record)
     if not rows:
-        _el(section, "p", "The record carries no identifying fields.", cls="muted")
+        add_element(section, "p", "The record carries no identifying fields.", cls="muted")
         return
-    listing = _el(section, "dl", cls="kv")
+    listing = add_element(section, "dl", cls="kv")
     for key, value in rows:
-        _el(listing, "dt", key)
-        _el(listing, "dd", value)
+        add_element(listing, "dt", key)
+        add_element(listing, "dd", value)
     if record.server.exit and record.teardown_s is not None:
-        _el(section, "p", f"Server shutdown: {record.server.exit} after "
-            f"{record.teardown_s:.1f} s.", cls="muted")
+        add_element(section, "p", f"Server shutdown: {record.server.exit} after "
+                    f"{record.teardown_s:.1f} s.", cls="muted")
 
 
 def new_document(title: str) -> tuple[ET.Element, ET.Element]:
     """(html, main): a report page with the run report's inline CSS and no script."""
     html = ET.Element("html", {"lang": "en"})
-    head = _el(html, "head")
-    _el(head, "meta", charset="utf-8")
-    _el(head, "meta", name="viewport", content="width=device-width, initial-scale=1")
-    _el(head, "title", title)
-    _el(head, "style", _css())
-    return html, _el(_el(html, "body"), "main")
+    head = add_element(html, "head")
+    add_element(head, "meta", charset="utf-8")
+    add_element(head, "meta", name="viewport", content="width=device-width, initial-scale=1")
+    add_element(head, "title", title)
+    add_element(head, "style", _css())
+    return html, add_element(add_element(html, "body"), "main")
 
 
 def render_html(record: RunRecord, baseline: RunRecord | None = None, *,
@@ -398,13 +399,13 @@ def render_html(record: RunRecord, baseline: RunRecord | None = None, *,
     _banner(main, record)
     _stage_strip(main, record)
     _gates(main, record)
-    measured = _el(main, "div", cls="grid")
+    measured = add_element(main, "div", cls="grid")
     _waits(measured, record)
-    right = _el(measured, "div", cls="column")
+    right = add_element(measured, "div", cls="column")
     _memory(right, record)
     _burst(right, record)
     _load_workers(right, record)
-    charts_row = _el(main, "div", cls="grid")
+    charts_row = add_element(main, "div", cls="grid")
     _knee(charts_row, record)
     _batches(charts_row, record)
     _comparison(main, record, baseline, tolerance)

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.report.html import _el, _section, _table, new_document
+from pipeline.report.html import add_element, add_section, add_table, new_document
 from pipeline.report.sidebyside_charts import latency_chart, throughput_chart
 from pipeline.report.sidebyside_views import (
     failure_rows,
@@ -21,56 +21,57 @@ from pipeline.report.sidebyside_views import (
 
 def _banner(parent: ET.Element, record: Mapping[str, Any]) -> None:
     winner = record.get("winner")
-    banner = _el(parent, "div", cls="banner " + ("passed" if winner else "other"))
-    left = _el(banner, "div")
-    heading = _el(left, "h1")
-    _el(heading, "span", (winner or "no winner").upper(), cls="badge big " +
-        ("pass" if winner else "other"))
-    _el(heading, "span", f"{' vs '.join(kinds(record))} · {record.get('name')}")
-    _el(left, "div", f"compare {record.get('compare_id')} · spec {record.get('spec_file')} · "
-        f"{number(record.get('duration_s'), ' s', 0)}", cls="sub")
+    banner = add_element(parent, "div", cls="banner " + ("passed" if winner else "other"))
+    left = add_element(banner, "div")
+    heading = add_element(left, "h1")
+    add_element(heading, "span", (winner or "no winner").upper(), cls="badge big " +
+                ("pass" if winner else "other"))
+    add_element(heading, "span", f"{' vs '.join(kinds(record))} · {record.get('name')}")
+    add_element(left, "div", f"compare {record.get('compare_id')} · spec "
+                f"{record.get('spec_file')} · {number(record.get('duration_s'), ' s', 0)}",
+                cls="sub")
     # Under the heading, not beside it: the verdict line is a sentence, not a badge.
-    _el(left, "div", verdict_line(record), id="verdict",
-        style="font-size: 16px; font-weight: 600; margin-top: 8px")
+    add_element(left, "div", verdict_line(record), id="verdict",
+                style="font-size: 16px; font-weight: 600; margin-top: 8px")
 
 
 def _rows(parent: ET.Element, title: str, headers: list[str], rows: list[list[str]],
           table_id: str) -> None:
-    body = _table(_section(parent, title), [(h, "") for h in headers], table_id)
+    body = add_table(add_section(parent, title), [(h, "") for h in headers], table_id)
     for row in rows:
-        tr = _el(body, "tr")
-        _el(tr, "td", row[0], cls="label")
+        tr = add_element(body, "tr")
+        add_element(tr, "td", row[0], cls="label")
         for cell in row[1:]:
-            _el(tr, "td", cell, cls="mono")
+            add_element(tr, "td", cell, cls="mono")
 
 
 def _windows(parent: ET.Element, record: Mapping[str, Any]) -> None:
-    section = _section(parent, "Every window, in the order it ran")
+    section = add_section(parent, "Every window, in the order it ran")
     plan = record.get("plan", {})
-    _el(section, "p", f"{plan.get('rounds')} rounds over load points "
-        f"{plan.get('load_points')}, {plan.get('window_s')} s each, one server loaded at a "
-        f"time; who goes first alternates by round. Interleaved: "
-        f"{number(plan.get('interleaved'))}. {record.get('client', {}).get('differs')}.",
-        cls="muted")
-    body = _table(section, [(h, "") for h in ("#", "round", "server", "concurrency",
+    add_element(section, "p", f"{plan.get('rounds')} rounds over load points "
+                f"{plan.get('load_points')}, {plan.get('window_s')} s each, one server loaded at a "
+                f"time; who goes first alternates by round. Interleaved: "
+                f"{number(plan.get('interleaved'))}. {record.get('client', {}).get('differs')}.",
+                cls="muted")
+    body = add_table(section, [(h, "") for h in ("#", "round", "server", "concurrency",
                                              "throughput", "p50", "p95", "p99", "errors",
                                              "SLO")], "windows")
     for w in record.get("windows", []):
-        tr = _el(body, "tr", cls="pass" if w["met_slo"] else "fail")
+        tr = add_element(body, "tr", cls="pass" if w["met_slo"] else "fail")
         for cell in (str(w["index"] + 1), str(w["round"] + 1), w["kind"],
                      str(w["concurrency"]), number(w["throughput_rps"], "/s", 0),
                      number(w["p50_ms"], " ms", 2), number(w["p95_ms"], " ms", 2),
                      number(w["p99_ms"], " ms", 2), f"{w['error_rate']:.2%}",
                      "met" if w["met_slo"] else "missed"):
-            _el(tr, "td", cell, cls="mono")
+            add_element(tr, "td", cell, cls="mono")
 
 
 def _configs(parent: ET.Element, record: Mapping[str, Any]) -> None:
-    section = _section(parent, "The serving artifact and config each needs")
+    section = add_section(parent, "The serving artifact and config each needs")
     for kind in kinds(record):
         server = record["servers"][kind]
-        _el(section, "h3", f"{kind}: {server.get('artifact', {}).get('config_name', '')}")
-        _el(section, "pre", str(server.get("config", "not built")), cls="mono")
+        add_element(section, "h3", f"{kind}: {server.get('artifact', {}).get('config_name', '')}")
+        add_element(section, "pre", str(server.get("config", "not built")), cls="mono")
 
 
 def render_sidebyside_html(record: Mapping[str, Any]) -> str:
@@ -80,7 +81,7 @@ def render_sidebyside_html(record: Mapping[str, Any]) -> str:
     _rows(main, "Side by side", ["", *names],
           [[label, *cells] for label, cells in summary_rows(record)], "side-by-side")
     curves = {kind: record["servers"][kind].get("curve", []) for kind in names}
-    charts = _section(main, "Latency and throughput against offered load")
+    charts = add_section(main, "Latency and throughput against offered load")
     charts.append(latency_chart(curves, record.get("slo", {}).get("p99_ms")))
     charts.append(throughput_chart(curves, {k: record["servers"][k].get("throughput_at_slo")
                                             for k in names}))
