@@ -31,16 +31,15 @@ tune's pick over the median of the sweep's (head_to_head_rps holds every reading
 single-reading ratio is kept as throughput_ratio_single_readings, with where tune's pick
 landed among the sweep's own readings (tune_pick_in_sweep_rps, tune_pick_rank_in_sweep).
 
-Measured here (2 cores shared with other jobs, load average about 5; one run):
-throughput_ratio 0.438, time_ratio 0.127, 32 swept, 3 measured by tune (79 s against
-622 s). Tune's pick measured 4,510/s in the sweep, second of its 28 passing configs.
-Again on a quiet machine (one run, with the head-to-head): throughput_ratio 0.632,
-time_ratio 0.122 (70 s against 568 s), 3 measured by tune; tune's pick (1 instance,
-batch 16, delay 2ms) ranked 5th of 30 passing configs in the sweep at 11,982/s, and the
-sweep's best (2 instances, batch 64, delay 1ms: 16,264/s once) measured 8,985, 5,969
-and 7,423/s in the head-to-head against 11,194, 7,684 and 7,812/s for tune's pick:
-throughput_ratio_head_to_head 1.052. The sweep's best is the highest of 32 noisy single
-readings; on equal terms the pick was not worse.
+Measured here, 2 cores, quiet machine (load average 0.6 at the start, 2.9 at the end;
+one run of this version, --rounds 5): throughput_ratio 1.299, time_ratio 0.129 (77 s
+against 597 s), 32 swept, 3 measured by tune. Tune picked 2 instances, batch 32, delay
+2ms (4,986/s when tune verified it; 7,473/s in the sweep, 2nd of 27 passing configs). The
+sweep's best, 2 instances, batch 16, delay 0 (8,085/s once), measured 4,854, 7,515,
+6,890, 7,423 and 6,657/s again, against 9,559, 9,132, 8,952, 6,872 and 8,602/s for tune's
+pick: medians 6,890 and 8,952/s. throughput_ratio_single_readings was 0.617.
+Earlier versions (3 rounds): single-reading ratios 0.438 (load average about 5) and 0.632
+(quiet), head to head 1.052.
 """
 
 from __future__ import annotations
