@@ -5,7 +5,7 @@ wake-up runs the event loop, a protocol callback, a future and a task step, and 
 more client CPU per request than perf_analyzer's C++ (benchmarks/loadgen.py). Here a
 call is a `sendall` of the pre-built request and a blocking `recv`, parsed by the same
 functions as the asyncio clients (`parse_response`, `H2Session`) into the same error
-kinds. The socket timeout bounds each wait; `interrupt` (from another thread) ends a
+kinds. The socket's (kernel) timeouts bound each wait; `interrupt` (from another thread) ends a
 blocked call at once.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import time
 from typing import Protocol
 
@@ -32,6 +33,12 @@ class BlockingCaller(Protocol):
     def close(self) -> None: ...
 
 
+def _kernel_timeout(sock: socket.socket, option: int, seconds: float) -> None:
+    whole = int(seconds)
+    sock.setsockopt(socket.SOL_SOCKET, option,
+                    struct.pack("ll", whole, max(1, int((seconds - whole) * 1e6))))
+
+
 class _Socket:
     """One connection at a time, reconnected on demand; reads against a call's deadline."""
 
@@ -44,6 +51,11 @@ class _Socket:
     def connect(self, timeout_s: float) -> socket.socket:
         sock = socket.create_connection((self.host, self.port), timeout=timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)    # as asyncio does
+        # A blocking socket with the kernel's timeouts: with Python's own, every send and
+        # recv is preceded by a poll (3-6 µs per call more, see benchmarks/loadgen.py).
+        sock.settimeout(None)
+        _kernel_timeout(sock, socket.SO_SNDTIMEO, timeout_s)
+        _kernel_timeout(sock, socket.SO_RCVTIMEO, timeout_s)
         self.sock, self.timeout_s = sock, timeout_s
         if self.stopping:       # interrupted while connecting
             self.drop()
@@ -53,16 +65,26 @@ class _Socket:
     def recv(self, sock: socket.socket, deadline: float | None) -> bytes:
         """The next bytes (b"": closed). The first read of a call waits the socket's timeout
         (its deadline less a few µs); later ones only what is left of the deadline."""
-        if deadline is None:
-            return sock.recv(RECV_SIZE)
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            raise TimeoutError()
-        sock.settimeout(remaining)
         try:
-            return sock.recv(RECV_SIZE)
-        finally:
-            sock.settimeout(self.timeout_s)
+            if deadline is None:
+                return sock.recv(RECV_SIZE)
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise TimeoutError()
+            _kernel_timeout(sock, socket.SO_RCVTIMEO, remaining)
+            try:
+                return sock.recv(RECV_SIZE)
+            finally:
+                _kernel_timeout(sock, socket.SO_RCVTIMEO, self.timeout_s)
+        except BlockingIOError:         # the kernel's timeout
+            raise TimeoutError() from None
+
+    @staticmethod
+    def sendall(sock: socket.socket, data: bytes) -> None:
+        try:
+            sock.sendall(data)
+        except BlockingIOError:
+            raise TimeoutError() from None
 
     def interrupt(self) -> None:
         self.stopping = True
@@ -94,7 +116,7 @@ class BlockingHttp(_Socket):
         except OSError:
             return "connection"
         try:
-            sock.sendall(self.payload)
+            self.sendall(sock, self.payload)
             data = more = self.recv(sock, None)
             while (parsed := parse_response(data)) is None:
                 if not more:
@@ -160,7 +182,7 @@ class BlockingGrpc(_Socket):
 
     def _open(self, timeout_s: float) -> _Session:
         sock = self.connect(timeout_s)
-        sock.sendall(opening())
+        self.sendall(sock, opening())
         self.session = _Session(sock)
         return self.session
 
@@ -182,7 +204,7 @@ class BlockingGrpc(_Socket):
         session.next_stream += 2
         session.streams[stream_id] = True
         session.done = False
-        session.sock.sendall(self.call.frames(stream_id, timeout_s))
+        self.sendall(session.sock, self.call.frames(stream_id, timeout_s))
         try:
             self._read(session, None)
             while not session.done:
