@@ -23,6 +23,8 @@ from pipeline.measure.http_client import WireError, encode_request, parse_respon
 from pipeline.servers.base import HttpRequest
 
 RECV_SIZE = 65536
+# Measured on 2 cores (benchmarks/loadgen.py): threads cost less than asyncio up to here.
+HTTP_THREADS_UP_TO = 4
 
 
 class BlockingCaller(Protocol):
@@ -219,9 +221,16 @@ class BlockingGrpc(_Socket):
         self.session = None
 
 
-def blocking_caller_for(target: HttpRequest | GrpcRequest) -> BlockingCaller | None:
-    """A blocking caller for `target`, or None where only the asyncio client serves (a
-    gRPC message over one frame goes through grpc.aio)."""
+def blocking_callers(target: HttpRequest | GrpcRequest, concurrency: int
+                     ) -> list[BlockingCaller] | None:
+    """One blocking caller per request in flight where that costs less CPU than the event
+    loop (HTTP up to HTTP_THREADS_UP_TO, gRPC at 1: past that, its asyncio client's
+    multiplexing and batched writes win); else None. A gRPC message over one frame always
+    goes through grpc.aio."""
     if isinstance(target, GrpcRequest):
-        return BlockingGrpc(target) if CallFrames(target).fits_one_frame else None
-    return BlockingHttp(target)
+        if concurrency != 1 or not CallFrames(target).fits_one_frame:
+            return None
+        return [BlockingGrpc(target)]
+    if concurrency > HTTP_THREADS_UP_TO:
+        return None
+    return [BlockingHttp(target) for _ in range(concurrency)]

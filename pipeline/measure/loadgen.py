@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from pipeline.measure.blocking import BlockingCaller, blocking_caller_for
+from pipeline.measure.blocking import BlockingCaller, blocking_callers
 from pipeline.measure.load_result import (
     MAX_LATENCY_US,
     MIN_SAMPLES_FOR,
@@ -41,13 +41,13 @@ async def closed_loop(target: Target, concurrency: int, duration_s: float, timeo
                       tick: Tick = no_tick) -> LoadResult:
     """`concurrency` workers, each sending its next request when the last one returns.
 
-    At concurrency 1 the worker is a blocking socket in a thread of its own (it costs
-    less client CPU per request than the event loop, see `blocking.py`); the event loop
-    meanwhile only runs the watchdog.
+    At low concurrency (`blocking_callers`), each worker is a blocking socket in a thread
+    of its own (it costs less client CPU per request than the event loop, see
+    `blocking.py`); the event loop meanwhile only runs the watchdog.
     """
-    caller = blocking_caller_for(target) if concurrency == 1 else None
-    if caller is not None:
-        return await _closed_loop_blocking(caller, duration_s, timeout_s, should_stop, tick)
+    callers = blocking_callers(target, concurrency)
+    if callers is not None:
+        return await _closed_loop_blocking(callers, duration_s, timeout_s, should_stop, tick)
     result = LoadResult(duration_s)
     transport = transport_for(target)
     try:
@@ -77,14 +77,19 @@ async def closed_loop(target: Target, concurrency: int, duration_s: float, timeo
     return result
 
 
-async def _closed_loop_blocking(caller: BlockingCaller, duration_s: float, timeout_s: float,
-                                should_stop: Callable[[], bool], tick: Tick) -> LoadResult:
+async def _closed_loop_blocking(callers: list[BlockingCaller], duration_s: float,
+                                timeout_s: float, should_stop: Callable[[], bool],
+                                tick: Tick) -> LoadResult:
     result = LoadResult(duration_s)
     cpu_start = time.process_time()
-    thread = asyncio.get_running_loop().run_in_executor(
-        None, _blocking_worker, caller, result, duration_s, timeout_s)
+    end = time.perf_counter() + duration_s
+    loop = asyncio.get_running_loop()
+    # Each thread records into its own result (a histogram is not thread-safe).
+    shares = [LoadResult(duration_s) for _ in callers]
+    threads = [loop.run_in_executor(None, _blocking_worker, caller, share, end, timeout_s)
+               for caller, share in zip(callers, shares, strict=True)]
 
-    async def worker() -> None:
+    async def worker(caller: BlockingCaller, thread: asyncio.Future[None]) -> None:
         try:
             await asyncio.shield(thread)
         except asyncio.CancelledError:
@@ -92,17 +97,22 @@ async def _closed_loop_blocking(caller: BlockingCaller, duration_s: float, timeo
             await thread
             raise
 
-    await supervise([asyncio.create_task(worker())], should_stop, tick)
+    await supervise([asyncio.create_task(worker(caller, thread))
+                     for caller, thread in zip(callers, threads, strict=True)],
+                    should_stop, tick)
     result.client_cpu_s = time.process_time() - cpu_start
+    for share in shares:
+        result.histogram.add(share.histogram)
+        result.completed += share.completed
+        result.errors.update(share.errors)
     return result
 
 
-def _blocking_worker(caller: BlockingCaller, result: LoadResult, duration_s: float,
+def _blocking_worker(caller: BlockingCaller, result: LoadResult, end: float,
                      timeout_s: float) -> None:
-    """The closed loop's one worker, as `closed_loop`'s, until the end or `interrupt`."""
+    """One worker of the closed loop, as `closed_loop`'s, until `end` or `interrupt`."""
     record = result.histogram.record_value
     try:
-        end = time.perf_counter() + duration_s
         while not caller.stopping:
             sent = time.perf_counter()
             if sent >= end:

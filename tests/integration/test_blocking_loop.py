@@ -1,6 +1,6 @@
-"""The closed loop at concurrency 1 (a blocking socket in a thread) against real Triton:
-the same outcomes and error kinds as the event-loop path at concurrency 2, and a stop
-that ends it promptly, even in the middle of a stalled call."""
+"""The closed loop at low concurrency (blocking sockets in threads) against real Triton:
+the same outcomes and error kinds as the event-loop path, and a stop that ends it
+promptly, even in the middle of a stalled call."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks.stall_scenario import StallScenario
-from pipeline.measure.blocking import blocking_caller_for
+from pipeline.measure.blocking import HTTP_THREADS_UP_TO, blocking_callers
 from pipeline.measure.loadgen import LoadAborted, LoadResult, Target, closed_loop
 from pipeline.servers.base import HttpRequest, ModelServer
 from pipeline.servers.ports import free_ports
@@ -44,10 +44,11 @@ def target_for(server: ModelServer, protocol: str, batch: dict[str, np.ndarray])
 
 def both_paths(target: Target, duration_s: float, timeout_s: float
                ) -> tuple[LoadResult, LoadResult]:
-    """(concurrency 1: the blocking caller, concurrency 2: the event loop)."""
-    assert blocking_caller_for(target) is not None
+    """(concurrency 1: a blocking caller, past the threads' range: the event loop)."""
+    beyond = HTTP_THREADS_UP_TO + 1
+    assert blocking_callers(target, 1) is not None and blocking_callers(target, beyond) is None
     return (asyncio.run(closed_loop(target, 1, duration_s, timeout_s)),
-            asyncio.run(closed_loop(target, 2, duration_s, timeout_s)))
+            asyncio.run(closed_loop(target, beyond, duration_s, timeout_s)))
 
 
 def unknown_model(target: Target, name: str) -> Target:
@@ -85,13 +86,16 @@ def test_one_blocking_worker_counts_as_the_event_loop_does(
     assert set(single.errors) == {"connection"}
 
 
-def test_a_stop_interrupts_a_stalled_call(stalling: TritonServer) -> None:
+@pytest.mark.parametrize("concurrency", [1, HTTP_THREADS_UP_TO])
+def test_a_stop_interrupts_a_stalled_call(stalling: TritonServer, concurrency: int) -> None:
     target = stalling.infer_request({"x": np.ones((1, 1), dtype=np.float32)})
+    assert blocking_callers(target, concurrency) is not None
     started = time.perf_counter()
     with pytest.raises(LoadAborted):
-        asyncio.run(closed_loop(target, 1, 30.0, 10.0,
+        asyncio.run(closed_loop(target, concurrency, 30.0, 10.0,
                                 should_stop=lambda: time.perf_counter() - started > 0.2))
-    # The second call stalls for 0.6 s; the watchdog looks every 0.1 s.
+    # A call stalls for 0.6 s (the second, or one queued behind it); the watchdog looks
+    # every 0.1 s.
     assert time.perf_counter() - started < 0.45
 
 
