@@ -1,12 +1,13 @@
-"""Blocking callers for the closed loop at concurrency 1: one socket in one thread.
+"""Blocking callers for the closed loop at low concurrency: one socket per thread.
 
 With one request in flight, every answer wakes an idle process; through asyncio that
 wake-up runs the event loop, a protocol callback, a future and a task step, and costs
 more client CPU per request than perf_analyzer's C++ (benchmarks/loadgen.py). Here a
 call is a `sendall` of the pre-built request and a blocking `recv`, parsed by the same
 functions as the asyncio clients (`parse_response`, `H2Session`) into the same error
-kinds. The socket's (kernel) timeouts bound each wait; `interrupt` (from another thread) ends a
-blocked call at once.
+kinds. The kernel's socket timeouts bound each wait; `interrupt` (from another thread)
+ends a blocked call at once. Over HTTP a few such threads still cost less than the event
+loop; over gRPC only one does (`blocking_callers`).
 """
 
 from __future__ import annotations
