@@ -36,18 +36,52 @@ compare within a column; CPU in microseconds per request, throughput in requests
 
 The kept client (pipeline/measure/grpc_client.py) writes the frames itself on an
 asyncio protocol: grpc.aio's cost is in its completion-queue thread and per-call
-objects, which neither a stream nor more channels remove. At c=1 every call costs a
-wake-up of an idle process, which dominates both clients; dropping the per-call timer
-or the cyclic garbage collector moved ours nothing beyond the noise (186-224 us at
-load 3.5-4.3), so there Python's interpreter stays ~10-20% above perf_analyzer's C++.
+objects, which neither a stream nor more channels remove.
 
-Two full runs with the kept client (load average 2.3-7.7), ours / perf_analyzer:
+At concurrency 1 every call wakes an idle process, and through asyncio that wake-up
+runs the event loop, a protocol callback, a future and a task step: 1.0-1.2x
+perf_analyzer's CPU per request on both protocols, and dropping the per-call timer,
+the cyclic garbage collector or using BufferedProtocol moved it nothing beyond the
+noise. So the closed loop at concurrency 1 runs one blocking socket in a thread of its
+own (pipeline/measure/blocking.py), with the same request bytes and response parsing.
+Candidates at c=1, same accounting, two rounds alternating the order (load 0.2-0.3;
+CPU in microseconds per request, throughput in requests/s, ratio to perf_analyzer):
+
+    candidate                              HTTP: CPU, req/s, CPU ratio  gRPC: same
+    perf_analyzer 2.51                     167-175, 315-328            200-201, 323-325
+    asyncio clients (previous)             202-207, 326-327, 1.18-1.21 196-203, 329-333, 0.98-1.01
+    blocking socket in a thread, Python's  113-121, 332-334, 0.67-0.69 138-150, 327-333, 0.69-0.75
+      socket timeouts (a poll before
+      every send and recv)
+    the same with the kernel's timeouts    109-117, 333,     0.65-0.67 136-144, 327-328, 0.68-0.72
+      (SO_RCVTIMEO/SO_SNDTIMEO; kept)
+
+At 2 and 4 in flight, one such thread per request against the asyncio clients (same
+script, two rounds, load 0.3-0.8):
+
+    c  candidate           HTTP: CPU, ratio to perf_analyzer   gRPC: same
+    2  asyncio             125-131, 0.88-1.01                  132-137, 0.68-0.72
+    2  threads             86-89,   0.63-0.67                  132-140, 0.70-0.71
+    4  asyncio             68-81,   0.57-0.68                  93,      0.60-0.63
+    4  threads (HTTP kept) 62-66,   0.52-0.54                  104-107, 0.69-0.70
+
+So HTTP runs threads up to 4 in flight; gRPC only at 1, since past it the asyncio
+client multiplexes its calls on one connection and writes them together.
+
+Two full runs with the kept gRPC client, before the blocking caller at c=1 (load average
+2.3-7.7), ours / perf_analyzer:
 
     run  protocol  c=1: throughput, CPU  c=4         c=8         c=16
     1    http      1.02, 1.17            1.09, 0.71  1.07, 0.55  1.42, 0.49
     1    grpc      0.93, 1.08            0.89, 0.85  1.30, 0.51  1.10, 0.49
     2    http      1.00, 1.14            1.06, 0.64  1.32, 0.54  1.66, 0.31
     2    grpc      0.98, 1.10            0.98, 0.60  1.06, 0.60  1.01, 0.56
+
+With the blocking threads (HTTP up to c=4, gRPC at c=1), one full run at load 0.4-4.0:
+
+    run  protocol  c=1: throughput, CPU  c=4         c=8         c=16
+    3    http      1.06, 0.70            1.08, 0.53  1.14, 0.54  1.11, 0.57
+    3    grpc      1.04, 0.78            0.99, 0.65  1.13, 0.54  1.17, 0.44
 
 perf_analyzer comes from PyPI: the `tritonclient==2.51.0` wheel carries the
 binary (newer wheels do not); it is downloaded (hash-checked) into a cache

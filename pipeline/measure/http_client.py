@@ -20,6 +20,11 @@ class WireError(Exception):
     """The connection failed or the answer was not HTTP."""
 
 
+def status_error(status: int) -> str | None:
+    """How an HTTP status counts: None for 200, else the kind of error."""
+    return None if status == 200 else f"http_{status}"
+
+
 def encode_request(request: HttpRequest) -> tuple[str, int, bytes]:
     """(host, port, the bytes of a complete keep-alive request)."""
     parts = urlsplit(request.url)
@@ -32,6 +37,36 @@ def encode_request(request: HttpRequest) -> tuple[str, int, bytes]:
               if name.lower() not in ("host", "content-length", "connection")]
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     return host, port, head + request.body
+
+
+def parse_response(buffer: bytes | bytearray) -> tuple[int, int, bool] | None:
+    """(status, where the response ends, whether the server closes after it) once `buffer`
+    holds a whole response, else None. WireError if it is not one we can read."""
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        if len(buffer) > MAX_HEADER:
+            raise WireError("response header too large")
+        return None
+    head = bytes(buffer[:end]).lower()
+    if not head.startswith(b"http/1."):
+        raise WireError("not an HTTP/1.x response")
+    status = int(head[9:12])
+    server_closes = b"\r\nconnection: close" in head
+    body_start = end + 4
+    marker = head.find(b"\r\ncontent-length:")
+    if marker >= 0:
+        value_end = head.find(b"\r\n", marker + 2)
+        length = int(head[marker + 17: value_end if value_end >= 0 else len(head)])
+        if len(buffer) < body_start + length:
+            return None
+        return status, body_start + length, server_closes
+    if b"\r\ntransfer-encoding: chunked" in head:
+        terminator = buffer.find(b"\r\n0\r\n\r\n", body_start - 2)
+        if terminator < 0:
+            return None
+        return status, terminator + 7, server_closes
+    # No length: the body runs to the end of the connection (never seen from our servers).
+    raise WireError("response without Content-Length or chunked encoding")
 
 
 class _Connection(asyncio.Protocol):
@@ -67,33 +102,12 @@ class _Connection(asyncio.Protocol):
 
     def _complete_response(self) -> int | None:
         """The status once a whole response is buffered (and consumed), else None."""
-        end = self.buffer.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self.buffer) > MAX_HEADER:
-                raise WireError("response header too large")
+        parsed = parse_response(self.buffer)
+        if parsed is None:
             return None
-        head = bytes(self.buffer[:end]).lower()
-        if not head.startswith(b"http/1."):
-            raise WireError("not an HTTP/1.x response")
-        status = int(head[9:12])
-        self.server_closes = b"\r\nconnection: close" in head
-        body_start = end + 4
-        marker = head.find(b"\r\ncontent-length:")
-        if marker >= 0:
-            value_end = head.find(b"\r\n", marker + 2)
-            length = int(head[marker + 17: value_end if value_end >= 0 else len(head)])
-            if len(self.buffer) < body_start + length:
-                return None
-            del self.buffer[: body_start + length]
-            return status
-        if b"\r\ntransfer-encoding: chunked" in head:
-            terminator = self.buffer.find(b"\r\n0\r\n\r\n", body_start - 2)
-            if terminator < 0:
-                return None
-            del self.buffer[: terminator + 7]
-            return status
-        # No length: the body runs to the end of the connection (never seen from our servers).
-        raise WireError("response without Content-Length or chunked encoding")
+        status, end, self.server_closes = parsed
+        del self.buffer[:end]
+        return status
 
     def send(self, payload: bytes) -> asyncio.Future[int]:
         loop = asyncio.get_running_loop()

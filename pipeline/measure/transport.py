@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from pipeline.measure.grpc_client import GrpcCaller, GrpcRequest
-from pipeline.measure.http_client import WireError, WirePool
+from pipeline.measure.http_client import WireError, WirePool, status_error
 from pipeline.servers.base import HttpRequest
 
 Target = HttpRequest | GrpcRequest
@@ -27,7 +27,7 @@ class _HttpTransport:
             return "timeout"
         except WireError:
             return "connection"
-        return None if status == 200 else f"http_{status}"
+        return status_error(status)
 
     async def close(self) -> None:
         self.pool.close()

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
+from pipeline.measure.blocking import BlockingHttp
 from pipeline.measure.http_client import WireError, WirePool, encode_request
 from pipeline.servers.base import HttpRequest
 from tests.support.http_server import serving
@@ -109,3 +110,27 @@ def test_refused_connection_is_a_wire_error() -> None:
             await pool.send(1.0)
 
     asyncio.run(scenario())
+
+
+def test_the_blocking_client_reads_the_same_answers(server: str) -> None:
+    """The concurrency-1 caller: statuses, a body over several reads, chunked, keep-alive,
+    a timeout, a server that closes after its answer, a refused connection."""
+    from pipeline.servers.ports import free_ports
+
+    good = BlockingHttp(HttpRequest("POST", server + "/ok", b"fine", {}))
+    assert [good.send(5.0) for _ in range(5)] == [None] * 5
+    kept = good.sock
+    assert good.send(5.0) is None and good.sock is kept          # one connection, kept alive
+    bad = BlockingHttp(HttpRequest("POST", server + "/ok", b"bad", {}))
+    assert bad.send(5.0) == "http_400"
+    chunked = BlockingHttp(HttpRequest("POST", server + "/chunked", b"", {}))
+    assert [chunked.send(5.0), chunked.send(5.0)] == [None, None]
+    slow = BlockingHttp(HttpRequest("POST", server + "/slow", b"", {}))
+    assert slow.send(0.2) == "timeout" and slow.sock is None     # dropped: its answer may come
+    closing = BlockingHttp(HttpRequest("POST", server + "/closing", b"", {}))
+    assert [closing.send(5.0) for _ in range(3)] == ["http_500"] * 3
+    assert closing.sock is None
+    refused = BlockingHttp(HttpRequest("POST", f"http://127.0.0.1:{free_ports(1)[0]}/", b"", {}))
+    assert refused.send(1.0) == "connection"
+    for caller in (good, bad, chunked, slow):
+        caller.close()
