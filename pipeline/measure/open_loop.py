@@ -16,6 +16,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from pipeline.measure.load_result import LoadResult, failed_latency_us, latency_us, new_histogram
+from pipeline.measure.pacing import Pacer
 from pipeline.measure.supervise import Tick, no_tick, supervise
 from pipeline.measure.transport import Target, Transport, transport_for
 
@@ -123,6 +124,7 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
             await window.run(should_stop, tick)
             window.charge_client_cpu(time.process_time() - cpu_start)
         finally:
+            window.pacer.close()
             await window.transport.close()
     return window.outcome(phases)
 
@@ -150,6 +152,7 @@ class _OpenLoopWindow:
         self.max_in_flight = max_in_flight
         self.hard_end = hard_end
         self.transport = transport
+        self.pacer = Pacer()
         self.in_flight: dict[asyncio.Task[None], tuple[LoadResult, bool]] = {}
         self.detached: set[asyncio.Task[None]] = set()
         self.errors = 0
@@ -201,9 +204,7 @@ class _OpenLoopWindow:
                     self.record(self.results[unsent_phase], "unsent", 0.0, 0.0)
                 break
             intended = self.start + offset
-            delay = intended - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await self.pacer.until(intended)
             sent = time.perf_counter()
             self.lag.record_value(max(1, int((sent - intended) * 1e6)))
             bucket = self.results[phase_name]

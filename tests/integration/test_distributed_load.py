@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import signal
 import subprocess
@@ -57,7 +58,7 @@ def ray_own_files_unclosed() -> Iterator[None]:
 def cluster() -> Iterator[LoadCluster]:
     with ray_own_files_unclosed():
         ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False,
-                 logging_level="warning", _node_ip_address="127.0.0.1")
+                 logging_level=logging.WARNING, _node_ip_address="127.0.0.1")
     try:
         cluster = LoadCluster(2)        # joins the Ray above, and leaves it running
         # (4 CPUs: these 2 workers, and 2 for a CLI run that joins it with --ray-address)

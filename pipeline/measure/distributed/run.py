@@ -10,6 +10,7 @@ and merges; every request is sent and timed inside a worker.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -62,12 +63,12 @@ class LoadCluster:
         self.local = False
         if not ray.is_initialized():
             if address:
-                ray.init(address=address, log_to_driver=False, logging_level="warning",
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING,
                          _node_ip_address="127.0.0.1" if _on_loopback(address) else None)
             else:
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
                 ray.init(address="local", num_cpus=cpus, include_dashboard=False,
-                         log_to_driver=False, logging_level="warning",
+                         log_to_driver=False, logging_level=logging.WARNING,
                          _node_ip_address="127.0.0.1")
             self.owns_ray = True
             self.local = not address
