@@ -37,12 +37,12 @@ import boto3  # noqa: E402
 
 from pipeline.release.identity import acting_identity  # noqa: E402
 from pipeline.release.manifest import BlobSource, publish_release, utc_now  # noqa: E402
-from pipeline.release.pointers import rollback  # noqa: E402
-from pipeline.release.promotion import promote_existing  # noqa: E402
+from pipeline.release.policy import promote_existing, rollback  # noqa: E402
 from pipeline.release.store.s3 import S3Store  # noqa: E402
 from pipeline.spec.loading import load_spec  # noqa: E402
 from pipeline.spec.models import LoadedSpec  # noqa: E402
 from tests.support.moto_s3 import moto_server  # noqa: E402
+from tests.support.recorded import recorded  # noqa: E402
 
 MB = 2**20
 REPEATS = 5
@@ -78,7 +78,8 @@ def bench_project(folder: Path, store_url: str, environments: list[str]) -> Path
 
 def release_of(store: S3Store, path: Path, digest: str, run_id: str) -> str:
     source = BlobSource("model_repository", path, None, digest)
-    return publish_release(store, NAME, [source], {"run_id": run_id}, utc_now()).release_id
+    body = {"run_id": run_id, **recorded()}
+    return publish_release(store, NAME, [source], body, utc_now()).release_id
 
 
 def promote(store: S3Store, loaded: dict[str, LoadedSpec], environment: str,
@@ -128,7 +129,8 @@ def main() -> None:
                   "(goal >= 0.9; best of 2 each, alternated)")
 
             source = BlobSource("model_repository", big, None, big_digest)
-            again = publish_release(store, NAME, [source], {"run_id": "again"}, utc_now())
+            again = publish_release(store, NAME, [source], {"run_id": "again", **recorded()},
+                                    utc_now())
             print(f"publish the unchanged model again: {again.uploaded_bytes} blob bytes "
                   f"uploaded (goal 0), {again.skipped_blobs} blob(s) skipped")
 

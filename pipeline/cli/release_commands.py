@@ -9,12 +9,21 @@ from typing import Annotated, Literal
 import typer
 from rich.text import Text
 
-from pipeline.cli.common import DEFAULT_SPEC, Actor, SpecFile, acting, actor_name, out
+from pipeline.cli.common import (
+    DEFAULT_SPEC,
+    Actor,
+    SpecFile,
+    acting,
+    actor_name,
+    out,
+    print_move,
+)
 from pipeline.cli.records import find_record
 from pipeline.errors import UsageError
 from pipeline.release.catalog import release_rows
 from pipeline.release.manifest import read_manifest
-from pipeline.release.pointers import read_pointer, rollback
+from pipeline.release.pointers import read_pointer
+from pipeline.release.policy import promotion_needs, rollback
 from pipeline.release.promotion import approve, counted_approvers, creator_names
 from pipeline.release.store import store_for
 from pipeline.release.verify import verify_store
@@ -50,13 +59,15 @@ def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
                      to: Annotated[str | None, typer.Option("--to", help="Release id (default: "
                                                             "the one before).")] = None,
                      by: Actor = None) -> None:
-    """Point ENVIRONMENT back at an earlier release after checking its blobs."""
+    """Point ENVIRONMENT back at a release that was live there and not withdrawn.
+
+    Anything else (a release never live there, or one a rollback moved away from) is
+    refused: promote it instead, through every check of the environment's policy."""
     loaded = load_spec(file, environment)
     store = store_for(loaded)
-    event = rollback(store, loaded.spec.name, environment, to, actor_name(by),
-                     actor=acting(store))
-    out.print(f"{environment}: {event['previous_release_id']} → {event['release_id']} "
-              f"(rollback by {event['by']})")
+    moved = rollback(store, loaded.spec.name, environment, to, actor_name(by),
+                     actor=acting(store), needs=promotion_needs(loaded, environment))
+    print_move(environment, moved)
 
 
 def history(environment: str, file: SpecFile = DEFAULT_SPEC,

@@ -21,7 +21,8 @@ import pytest
 
 from pipeline.errors import ConflictError, PipelineError
 from pipeline.release.manifest import BlobSource, list_releases, publish_release, utc_now
-from pipeline.release.pointers import Pointer, move_pointer, read_pointer, rollback, rollback_target
+from pipeline.release.pointers import Pointer, move_pointer, read_pointer, rollback_target
+from pipeline.release.policy import rollback
 from pipeline.release.store.s3 import S3Store
 from pipeline.release.verify import verify_store
 from tests.reliability.conftest import Tally

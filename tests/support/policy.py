@@ -10,6 +10,7 @@ from pipeline.release.manifest import BlobSource, publish_release, utc_now
 from pipeline.release.pointers import move_pointer
 from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
+from tests.support.recorded import recorded
 
 NAME = "fraud-mlp"
 POLICY = "requires: [staging]\napproval: {required: true, distinct_from_creator: true}\n"
@@ -27,7 +28,8 @@ def policy_store(project: Path) -> LocalStore:
 def staged(store: LocalStore, payload: bytes, creator: str = "alice") -> str:
     source = BlobSource("model", None, payload, sha256_bytes(payload))
     body = {"run_id": "r", "created_by": creator,
-            "created_by_actor": {"user": f"{creator}@build-host", "via": "local"}}
+            "created_by_actor": {"user": f"{creator}@build-host", "via": "local"},
+            **recorded()}
     release = publish_release(store, NAME, [source], body, utc_now()).release_id
     move_pointer(store, NAME, "staging", release, "promote", "ci")
     return release

@@ -11,7 +11,8 @@ from pipeline.digest import sha256_bytes
 from pipeline.errors import PolicyError, StoreError
 from pipeline.release.identity import acting_identity, claimed_name, names_of
 from pipeline.release.pointers import read_pointer
-from pipeline.release.promotion import approvals, approve, promote_existing
+from pipeline.release.policy import promote_existing
+from pipeline.release.promotion import approvals, approve
 from pipeline.release.store.local import LocalStore
 from pipeline.spec.loading import load_spec
 from tests.support.policy import NAME, audit, policy_store, staged
@@ -50,7 +51,7 @@ def test_self_approval_is_refused_and_records_nothing(project: Path, store: Loca
     assert len(audit(store)) == len(before) + 1
 
     event = promote_existing(store, production, "production", release, "ci",
-                             approved_by="rita", actor={"user": "ci@runner", "via": "local"})
+                             approved_by="rita", actor={"user": "ci@runner", "via": "local"}).event
     assert event["approved_by"] == ["rita"] and event["actor"]["user"] == "ci@runner"
     assert [a["by"] for a in approvals(store, NAME, release, "production")] == ["alice"]
 
@@ -62,7 +63,7 @@ def test_without_the_policy_key_the_creator_may_approve(project: Path,
     production = load_spec(project / "serve.yaml", "production")
     release = staged(store, b"model")
     event = promote_existing(store, production, "production", release, "ci",
-                             approved_by="alice")
+                             approved_by="alice").event
     assert event["approved_by"] == ["alice"]
 
 

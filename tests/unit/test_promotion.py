@@ -8,15 +8,18 @@ from pipeline.digest import sha256_bytes
 from pipeline.errors import PolicyError, StoreError
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
 from pipeline.release.pointers import move_pointer, read_pointer
-from pipeline.release.promotion import approvals, approve, promote_existing
+from pipeline.release.policy import promote_existing
+from pipeline.release.promotion import approvals, approve
 from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
 from pipeline.spec.loading import load_spec
+from tests.support.recorded import recorded
 
 
 def publish(store: LocalStore, payload: bytes) -> str:
     source = BlobSource("model", None, payload, sha256_bytes(payload))
-    return publish_release(store, "fraud-mlp", [source], {"run_id": "r"}, utc_now()).release_id
+    return publish_release(store, "fraud-mlp", [source], {"run_id": "r", **recorded()},
+                           utc_now()).release_id
 
 
 @pytest.fixture
@@ -40,7 +43,7 @@ def test_production_takes_the_staging_release_only_with_an_approval(project: Pat
     assert pointer.current is None and pointer.events == []
 
     approve(store, "fraud-mlp", release, "production", "rita", "looks good")
-    event = promote_existing(store, production, "production", None, "ci")
+    event = promote_existing(store, production, "production", None, "ci").event
     assert event["release_id"] == release and event["approved_by"] == ["rita"]
     assert read_pointer(store, "fraud-mlp", "production")[0].current == release
     assert [a["by"] for a in approvals(store, "fraud-mlp", release, "production")] == ["rita"]
@@ -50,7 +53,8 @@ def test_approved_by_records_and_promotes_in_one_step(project: Path, store: Loca
     production = load_spec(project / "serve.yaml", "production")
     release = publish(store, b"model")
     move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
-    event = promote_existing(store, production, "production", None, "ci", approved_by="rita")
+    event = promote_existing(store, production, "production", None, "ci",
+                             approved_by="rita").event
     assert event["approved_by"] == ["rita"]
 
 
