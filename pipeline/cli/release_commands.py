@@ -99,16 +99,22 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
 def store_verify(file: SpecFile = DEFAULT_SPEC,
                  env: Annotated[str | None, typer.Option("--env")] = None,
                  output: Annotated[Literal["table", "json"], typer.Option("--format")] = "table",
+                 repair: Annotated[bool, typer.Option(
+                     "--repair", help="Write the audit entries missing for moves the pointers' "
+                     "history shows (after a store failure right after a swap).")] = False,
                  ) -> None:
-    """Check every manifest's blobs (digests) and every pointer; read-only."""
+    """Check every manifest's blobs (digests), every pointer and its audit entries;
+    read-only unless --repair."""
     loaded = load_spec(file, env)
     store = store_for(loaded)
-    check = verify_store(store)
+    check = verify_store(store, repair=repair)
     if output == "json":
         sys.stdout.write(json.dumps(check.to_json(), indent=2) + "\n")
     else:
         for problem in check.problems:
             out.print(Text.assemble(("✗ ", "red"), problem))
+        for repaired in check.repaired:
+            out.print(Text.assemble(("✓ ", "green"), repaired))
         out.print(f"{store.url}: {check.manifests} manifests, {check.blobs} blobs, "
                   f"{check.pointers} pointers checked; {len(check.problems)} problems")
     if check.problems:
