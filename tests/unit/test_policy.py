@@ -61,7 +61,8 @@ def production_review(project: Path, **gates: Any) -> list[str]:
 def test_production_refuses_a_p99_over_its_stricter_threshold(project: Path) -> None:
     assert production_review(project) == []
     refusal, *saturation = production_review(project, p99_ms=45.0, p99_high_ms=47.0)
-    assert len(saturation) == 3 and refusal.startswith("latency.p99 was measured at bound 47ms (against 50.0ms); "
+    assert len(saturation) == 3
+    assert refusal.startswith("latency.p99 was measured at bound 47ms (against 50.0ms); "
                               "production requires <= 40ms (environments/production.yaml: "
                               "slo.p99)")
     # The observed value meets it; the upper bound does not: refused on the bound.
