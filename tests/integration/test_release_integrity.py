@@ -25,6 +25,7 @@ from pipeline.release.store.s3_checksum import b64
 from pipeline.servers.ports import free_ports
 from tests.support.cli import cli
 from tests.support.moto_s3 import S3Server
+from tests.support.recorded import recorded as recorded_gates
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,7 @@ def s3_project(project: Path, s3_server: S3Server, policy: str | None = None) ->
 def release_of(store: S3Store, path: Path, creator: str = "alice@build-host") -> str:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     body = {"run_id": path.name, "created_by": creator,
-            "created_by_actor": {"user": creator, "via": "local"}}
+            "created_by_actor": {"user": creator, "via": "local"}, **recorded_gates()}
     source = BlobSource("model", path, None, digest)
     return publish_release(store, NAME, [source], body, utc_now()).release_id
 
