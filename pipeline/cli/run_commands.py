@@ -17,7 +17,6 @@ from pipeline.context import RunContext
 from pipeline.errors import Interrupted, PipelineFailed, UsageError
 from pipeline.model.source import resolve_model_source
 from pipeline.record import runs_dir
-from pipeline.release.identity import acting_user, names_of
 from pipeline.release.promotion import (
     CheckedPromotion,
     check_new_release_approval,
@@ -106,8 +105,7 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
                   f"{event['release_id']} (by {event['by']}; approved: {approvers})")
         out.print(f"release {event['release_id']}")
         return
-    creators = names_of(actor_name(by), {"user": acting_user(os.environ)})
-    check_new_release_approval(loaded, environment, approved_by, creators)
+    check_new_release_approval(loaded, environment, approved_by, os.environ)
     _execute(file, environment, environment, by, "promote", approved_by,
              ray_address=ray_address)
 
