@@ -16,6 +16,8 @@ from pipeline.release.regression import (
     live_release_gate,
     regression_gates,
 )
+from pipeline.release.signing.attestation import attestation_blob
+from pipeline.release.signing.keys import release_signer
 from pipeline.release.store import store_for
 from pipeline.release.store.base import Store
 from pipeline.results import Gate, StageResult, Status
@@ -137,6 +139,7 @@ def run(ctx: RunContext) -> StageResult:
     identity = acting_identity(ctx.env, store)
     body["created_by_actor"] = identity
     body["image"] = _push_image(ctx)
+    files.append(attestation_blob(spec.name, files, body, release_signer(ctx.env)))
     def uploaded(done: int, total: int) -> None:
         ctx.progress(NAME, done, total, f"{done / 2**20:.1f} of {total / 2**20:.1f} MiB in "
                      f"{len(files)} blobs to {store.url}")
@@ -146,9 +149,10 @@ def run(ctx: RunContext) -> StageResult:
     ctx.release_id = outcome.release_id
     details: dict[str, Any] = {"store": store.url, "release_id": outcome.release_id,
                                **comparison}
+    signed = body["attestation"]["signed"]
     message = (f"release {outcome.release_id}: {outcome.uploaded_blobs} blobs uploaded "
                f"({outcome.uploaded_bytes / 1024:.0f} KiB), {outcome.skipped_blobs} already "
-               "present")
+               f"present; attestation {'signed' if signed else 'UNSIGNED (no signing key)'}")
     if ctx.promote_to is not None:
         # The approval is part of the move: recorded only if the pointer moves.
         decision = Decision("promote", ctx.promote_to, outcome.release_id, outcome.manifest,

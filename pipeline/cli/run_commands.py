@@ -25,7 +25,6 @@ from pipeline.context import RunContext
 from pipeline.errors import Interrupted, PipelineFailed, UsageError
 from pipeline.model.source import resolve_model_source
 from pipeline.record import runs_dir
-from pipeline.release.identity import acting_user, names_of
 from pipeline.release.policy import Decision, commit, decide_new_release, decide_promotion
 from pipeline.release.store import store_for
 from pipeline.report.terminal import render_terminal
@@ -110,8 +109,7 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
                        note or f"from {source}", actor=acting(store))
         print_move(environment, moved)
         return
-    creators = names_of(actor_name(by), {"user": acting_user(os.environ)})
-    decide_new_release(loaded, environment, approved_by, creators)
+    decide_new_release(loaded, environment, approved_by, os.environ)
     _execute(file, environment, environment, by, "promote", approved_by,
              ray_address=ray_address)
 

@@ -8,8 +8,11 @@ refused and the file and key that configure it. Only `commit` moves a pointer.
 For an existing release, in order: it belongs to this spec (its manifest and spec blob
 name it), its blobs are intact, it passed each environment in `requires` and was not
 withdrawn there (pipeline.release.standing), the target's gates hold on its recorded
-results (pipeline.release.target_gates) unless `reverify` re-measures them, and the
-approvals the target's `approval` asks for exist (pipeline.release.promotion).
+results (pipeline.release.target_gates) unless `reverify` re-measures them, and its signed
+chain holds (pipeline.release.chain): an attestation over exactly these subjects, signed by
+a key the target trusts when it asks for one, and the signed approvals its `approval` asks
+for, over this manifest's digest and this environment, by verified identities other than
+the creator's.
 
 A rollback skips the promotion checks, and so it may only return to a release that was
 live in that environment and not withdrawn there; anything else must be promoted.
@@ -18,14 +21,15 @@ live in that environment and not withdrawn there; anything else must be promoted
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.errors import PolicyError, StoreError, UsageError
-from pipeline.release.configured import configured_in, overlay_file
+from pipeline.release.chain import check_new_release, refuse_typed_approval, verify_chain
+from pipeline.release.configured import overlay_file
 from pipeline.release.manifest import read_manifest, verify_release
 from pipeline.release.pointers import Moved, move_pointer, read_pointer, rollback_target
-from pipeline.release.promotion import approvals, counted_approvers, creator_names
 from pipeline.release.standing import standing
 from pipeline.release.store.base import Store
 from pipeline.release.target_gates import review_gates
@@ -124,19 +128,11 @@ def check_gates(loaded: LoadedSpec, environment: str, release_id: str,
 
 
 def check_approval(store: Store, loaded: LoadedSpec, environment: str, release_id: str,
-                   manifest: dict[str, Any], approved_by: str | None) -> list[str]:
-    claimed = [a["by"] for a in approvals(store, loaded.spec.name, release_id, environment)]
-    if approved_by:
-        claimed.append(approved_by)
-    granted = counted_approvers(loaded, environment, f"release {release_id}",
-                                creator_names(manifest), claimed)
-    if loaded.policy.approval.required and not granted:
-        raise PolicyError(
-            f"release {release_id} needs an approval for {environment} "
-            f"({configured_in(loaded, environment, 'approval.required')}): run "
-            f"`serve-pipeline approve {release_id} --env {environment} --by NAME` or promote "
-            "with --approved-by")
-    return granted
+                   approved_by: str | None) -> list[str]:
+    """The signed chain (pipeline.release.chain): the attestation's subjects and signature,
+    and the signed approvals the target's `approval` asks for. A typed name never counts."""
+    refuse_typed_approval(approved_by)
+    return verify_chain(store, loaded, environment, release_id).approvers
 
 
 def decide_promotion(store: Store, loaded: LoadedSpec, environment: str,
@@ -154,7 +150,7 @@ def decide_promotion(store: Store, loaded: LoadedSpec, environment: str,
     checks.append(check_requires(store, loaded, environment, target))
     gates, notes = check_gates(loaded, environment, target, manifest)
     checks.append(gates)
-    granted = check_approval(store, loaded, environment, target, manifest, approved_by)
+    granted = check_approval(store, loaded, environment, target, approved_by)
     if granted:
         checks.append("approved by " + ", ".join(granted))
     return Decision("promote", environment, target, manifest, granted,
@@ -162,20 +158,15 @@ def decide_promotion(store: Store, loaded: LoadedSpec, environment: str,
 
 
 def decide_new_release(loaded: LoadedSpec, environment: str, approved_by: str | None,
-                       creators: set[str]) -> None:
+                       env: Mapping[str, str]) -> None:
     """`promote <env>` that builds the release itself: its run judges the environment's own
-    gates; the creator is whoever runs it."""
+    gates. No approval can exist for a release nobody has seen yet, and an environment that
+    needs a signed attestation needs the signer it trusts (pipeline.release.chain)."""
     if loaded.policy.requires:
         raise UsageError(f"{environment} takes releases from {', '.join(loaded.policy.requires)}"
                          ", never a new build")
-    if loaded.policy.approval.required and not approved_by:
-        raise PolicyError(f"{environment} requires an approval before its pointer moves "
-                          f"({configured_in(loaded, environment, 'approval.required')}): pass "
-                          "--approved-by NAME, or publish with `run` and promote the release "
-                          "after `serve-pipeline approve`")
-    if approved_by:
-        counted_approvers(loaded, environment, "the release this promotion builds", creators,
-                          [approved_by])
+    refuse_typed_approval(approved_by)
+    check_new_release(loaded, environment, env)
 
 
 def decide_rollback(store: Store, name: str, environment: str, to: str | None,

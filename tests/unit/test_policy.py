@@ -17,6 +17,7 @@ from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
 from pipeline.release.target_gates import review_gates
 from pipeline.spec.loading import load_spec
+from tests.support.policy import sign_approval, trust_rita
 from tests.support.recorded import recorded
 
 NAME = "fraud-mlp"
@@ -24,6 +25,7 @@ NAME = "fraud-mlp"
 
 @pytest.fixture
 def store(project: Path) -> LocalStore:
+    trust_rita(project)
     opened = open_store("file://.serve-pipeline/store", project)
     assert isinstance(opened, LocalStore)
     return opened
@@ -104,10 +106,12 @@ def test_requires_staging_means_passed_and_not_withdrawn(project: Path,
     move_pointer(store, NAME, "staging", first, "promote", "ci")
     move_pointer(store, NAME, "staging", second, "promote", "ci")
     rollback(store, NAME, "staging", None, "ci")
+    for release in (first, second):
+        sign_approval(store, project, release)
     with pytest.raises(PolicyError, match=f"{second} does not count as passed staging: "
                                           f"{second} was withdrawn from staging"):
-        decide_promotion(store, production, "production", second, "rita")
-    decision = decide_promotion(store, production, "production", first, "rita")
+        decide_promotion(store, production, "production", second)
+    decision = decide_promotion(store, production, "production", first)
     assert decision.checks[2] == "passed staging" and decision.approvers == ["rita"]
 
 
