@@ -1,242 +1,101 @@
-"""Chain of custody, the policy's part: every way around the promotion policy, as an attack
-through the real CLI, against the local store and against moto's S3 API over HTTP (behind
-the fault proxy); the legitimate path still passes. Secrets planted in the pipeline's
-environment never reach a real Triton's or TorchServe's processes.
+"""Chain of custody: every way around the promotion policy and its signed evidence, as an
+attack through the real CLI, against the local store and against moto's S3 API over HTTP
+(behind the fault proxy); the legitimate path (staging, a signed approval by another
+verified identity, production, rollback) still passes; `verify` checks a copied store with
+public keys alone; secrets planted in the pipeline's environment never reach a real
+Triton's or TorchServe's processes.
 
-The releases are published by the library function the publish stage calls, with the
-gate results a run records (tests/support/recorded.py): the attacks are on what happens
-to releases afterwards, and a measured 45 ms p99 cannot be ordered from a real server.
+The attacks: tests/support/custody_policy.py (the policy: rollback, gates, another spec,
+withdrawn, a corrupt blob at publish, an audit write failing after the swap) and
+tests/support/custody_signed.py (signatures, approvals, identities).
 
 Ends with one line: custody: attacks=N refused=N wrong_reason=0
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from pipeline.digest import canonical_json, sha256_bytes
-from pipeline.release.manifest import BlobSource, manifest_key, publish_release, utc_now
-from pipeline.release.pointers import move_pointer, read_pointer
-from pipeline.release.promotion import approve
+from pipeline.release.manifest import manifest_key
 from pipeline.release.store import open_store
-from pipeline.release.store.base import Store, blob_key
-from pipeline.release.store.s3 import S3Store
+from pipeline.release.store.base import blob_key
 from pipeline.servers import serving
 from pipeline.spec.loading import load_spec
-from tests.support.custody_policy import Attack, Outcome, refusal, tally
-from tests.support.faultproxy import FaultProxy, FaultRule
+from tests.support.custody import (
+    NAME,
+    Attack,
+    CliResult,
+    CustodyWorld,
+    Judged,
+    Tally,
+    base_env,
+    overlay,
+    tally,
+    write_keys,
+)
+from tests.support.custody_policy import POLICY_ATTACKS, S3_POLICY_ATTACKS
+from tests.support.custody_signed import SIGNED_ATTACKS
+from tests.support.faultproxy import FaultProxy
 from tests.support.moto_s3 import S3Server
-from tests.support.recorded import recorded
+from tests.support.oidc_issuer import Issuer, local_issuer
 from tests.support.specs import fast_spec, quick_torchserve_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
-NAME = "fraud-mlp"
-PRODUCTION = (Path(__file__).resolve().parents[2] / "environments" / "production.yaml").read_text()
-# The shipped overlay, with approvals by someone other than the creator.
-POLICY = PRODUCTION.replace("approval: {required: true}",
-                            "approval: {required: true, distinct_from_creator: true}")
-TOTALS: dict[str, int] = {"attacks": 0, "refused": 0, "wrong_reason": 0}
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[Issuer]:
+    with local_issuer() as running:
+        yield running
 
 
-@dataclass
-class World:
-    """A project on a store, the CLI's environment, and a direct handle to the store."""
-
-    project: Path
-    env: dict[str, str]
-    store: Store
-    proxy: FaultProxy | None = None
-
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=self.project,
-                              text=True, capture_output=True, timeout=240, env=self.env)
-
-    def publish(self, payload: bytes, name: str = NAME, **gates: Any) -> str:
-        """A release as a run publishes it: model, spec and verification blobs; gates."""
-        body = {"run_id": f"run-{sha256_bytes(payload)[:6]}", "created_by": "alice",
-                "created_by_actor": {"user": "alice@build-host", "via": "local"},
-                "verified_in": "staging", **recorded(**gates)}
-        spec = canonical_json({"spec": {"name": name}, "environment": "staging"})
-        stages = [{"name": "latency", "status": "passed", "message": "",
-                   "gates": [g for g in body["gates"] if g["stage"] == "latency"]}]
-        verification = canonical_json({"run_id": body["run_id"], "stages": stages})
-        sources = [BlobSource("model", None, payload, sha256_bytes(payload)),
-                   BlobSource("spec", None, spec, sha256_bytes(spec)),
-                   BlobSource("verification", None, verification, sha256_bytes(verification))]
-        return publish_release(self.store, name, sources, body, utc_now()).release_id
-
-    def current(self, environment: str) -> str | None:
-        return read_pointer(self.store, NAME, environment)[0].current
-
-
-def make_project(project: Path, store_url: str) -> None:
-    spec = (project / "serve.yaml").read_text()
-    (project / "serve.yaml").write_text(spec.replace("store: file://.serve-pipeline/store",
-                                                     f"store: {store_url}"))
-    (project / "environments" / "production.yaml").write_text(POLICY)
+def _prepare(project: Path, store_url: str | None) -> dict[str, Path]:
+    keys = write_keys(project / "keys")
+    (project / "environments" / "production.yaml").write_text(overlay())
+    (project / "environments" / "audited.yaml").write_text(overlay(verified_identity=True))
+    if store_url is not None:
+        spec = project / "serve.yaml"
+        spec.write_text(spec.read_text().replace("store: file://.serve-pipeline/store",
+                                                 f"store: {store_url}"))
+    return keys
 
 
 @pytest.fixture(params=["local", "s3"])
-def world(request: pytest.FixtureRequest, project: Path) -> Iterator[World]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+def world(request: pytest.FixtureRequest, project: Path, issuer: Issuer
+          ) -> Iterator[CustodyWorld]:
+    env = base_env()
     if request.param == "local":
-        make_project(project, "file://.serve-pipeline/store")
-        yield World(project, env, open_store("file://.serve-pipeline/store", project))
+        keys = _prepare(project, None)
+        store = open_store("file://.serve-pipeline/store", project)
+        root = project / ".serve-pipeline" / "store"
+
+        def overwrite(key: str, data: bytes) -> None:
+            (root / key).write_bytes(data)
+
+        yield CustodyWorld(project, store, env, keys, issuer, "local", overwrite)
         return
     s3: S3Server = request.getfixturevalue("s3_env")
-    url = f"s3://{s3.new_bucket()}/team"
-    make_project(project, url)
+    bucket = s3.new_bucket()
+    keys = _prepare(project, f"s3://{bucket}/ml")
+    store = open_store(f"s3://{bucket}/ml", project, s3.endpoint)
+    client = s3.client()
+
+    def put(key: str, data: bytes) -> None:
+        client.put_object(Bucket=bucket, Key=f"ml/{key}", Body=data)
+
     with FaultProxy(s3.endpoint, timeout=30, lifetime=600) as proxy:
-        env.update({**s3.env, "AWS_ENDPOINT_URL_S3": proxy.url,
-                    "AWS_ENDPOINT_URL_STS": s3.endpoint})
-        yield World(project, env, open_store(url, project, s3.endpoint), proxy)
-
-
-def staged(world: World, payload: bytes, **gates: Any) -> str:
-    release = world.publish(payload, **gates)
-    move_pointer(world.store, NAME, "staging", release, "promote", "ci")
-    return release
-
-
-def approved(world: World, release: str) -> str:
-    approve(world.store, NAME, release, "production", "rita")
-    return release
-
-
-# ---------------------------------------------------------------- the attacks
-
-
-def rollback_to_never_live(world: World) -> subprocess.CompletedProcess[str]:
-    live = approved(world, staged(world, b"live"))
-    assert world.cli("promote", "production", "--release", live).returncode == 0
-    never = world.publish(b"never staged")
-    return world.cli("rollback", "production", "--to", never)
-
-
-def slower_than_production(world: World) -> subprocess.CompletedProcess[str]:
-    slow = approved(world, staged(world, b"slow", p99_ms=45.0, p99_high_ms=47.0))
-    return world.cli("promote", "production", "--release", slow)
-
-
-def another_spec(world: World) -> subprocess.CompletedProcess[str]:
-    other = world.publish(b"other model", name="other-model")
-    copied = world.store.read(manifest_key("other-model", other))
-    assert copied is not None
-    world.store.create(manifest_key(NAME, other), copied)
-    return world.cli("promote", "staging", "--release", other)
-
-
-def inconclusive_to_production(world: World) -> subprocess.CompletedProcess[str]:
-    unsure = approved(world, staged(world, b"unsure", p99_ms=30.0, p99_high_ms=52.0,
-                                    p99_outcome="inconclusive"))
-    return world.cli("promote", "production", "--release", unsure)
-
-
-def withdrawn_from_staging(world: World) -> subprocess.CompletedProcess[str]:
-    staged(world, b"good")
-    bad = approved(world, staged(world, b"bad"))
-    assert world.cli("rollback", "staging").returncode == 0
-    return world.cli("promote", "production", "--release", bad)
-
-
-def corrupt_blob_at_publish(world: World) -> subprocess.CompletedProcess[str]:
-    payload = b"model that was once uploaded badly" * 100
-    corrupt = b"not the model"
-    if world.proxy is None:
-        path = world.project / ".serve-pipeline" / "store" / blob_key(sha256_bytes(payload))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(corrupt)
-    else:   # what a writer with bucket access can do: other bytes, our digest's metadata
-        s3 = world.store
-        assert isinstance(s3, S3Store)
-        s3.client.put_object(Bucket=s3.bucket, Key=s3._key(blob_key(sha256_bytes(payload))),
-                             Body=corrupt, Metadata={"sha256": sha256_bytes(payload)})
-    release = world.publish(payload)
-    return world.cli("promote", "staging", "--release", release)
-
-
-def blob_replaced(result: subprocess.CompletedProcess[str], world: World) -> str | None:
-    if result.returncode != 0:
-        return f"the promotion after publish failed: {result.stderr.strip()}"
-    digest = sha256_bytes(b"model that was once uploaded badly" * 100)
-    problem = world.store.verify_blob(digest)
-    return None if problem is None else f"the corrupt blob is still there: {problem}"
-
-
-def audit_write_fails(world: World) -> subprocess.CompletedProcess[str]:
-    release = staged(world, b"audited")
-    approved(world, release)
-    assert world.proxy is not None
-    with world.proxy.faults(FaultRule(("slowdown",), probability=1.0, methods=["PUT"],
-                                      path=r"/audit/")):
-        return world.cli("promote", "production", "--release", release)
-
-
-def reported_done_and_repaired(result: subprocess.CompletedProcess[str],
-                               world: World) -> str | None:
-    if result.returncode != 0:
-        return f"exit {result.returncode} after the swap: {result.stderr.strip()}"
-    if "warning: production points at" not in result.stderr or \
-            "store verify --repair" not in result.stderr:
-        return f"no warning about the audit entry: {result.stderr.strip()!r}"
-    if world.current("production") is None:
-        return "the pointer did not move"
-    before = world.cli("store", "verify")
-    repaired = world.cli("store", "verify", "--repair")
-    after = world.cli("store", "verify")
-    if "has no audit entry" not in before.stdout or repaired.returncode != 0 or \
-            after.returncode != 0:
-        return f"store verify did not find and repair it: {before.stdout} {after.stdout}"
-    return None
-
-
-ATTACKS = [
-    Attack("rollback --to a release never live there", rollback_to_never_live,
-           refusal(5, "was never live in production; promote it instead (requires: passed "
-                      "staging, an approval, production's gates)")),
-    Attack("p99 45 ms to a 40 ms production", slower_than_production,
-           refusal(5, "latency.p99 was measured at bound 47ms (against 50.0ms); production "
-                      "requires <= 40ms (environments/production.yaml: slo.p99)")),
-    Attack("promote staging --release of another spec", another_spec,
-           refusal(5, "was published from the spec 'other-model', not 'fraud-mlp'")),
-    Attack("inconclusive p99 to production", inconclusive_to_production,
-           refusal(5, "latency.p99 was measured inconclusive; production does not accept")),
-    Attack("withdrawn from staging to production", withdrawn_from_staging,
-           refusal(5, "does not count as passed staging")),
-    Attack("a corrupt blob already in the store at publish", corrupt_blob_at_publish,
-           blob_replaced),
-]
-# Only a real S3 server behind the fault proxy can fail the audit write after the swap.
-S3_ATTACKS = [Attack("the audit write fails after the swap", audit_write_fails,
-                     reported_done_and_repaired)]
-
-
-def legitimate_path(world: World) -> None:
-    """staging, an approval by someone else, production, again, rollback: all exit 0."""
-    first, second = world.publish(b"first"), world.publish(b"second")
-    for release in (first, second):
-        steps = [("promote", "staging", "--release", release),
-                 ("approve", release, "--env", "production", "--by", "rita", "--yes"),
-                 ("promote", "production")]
-        for step in steps:
-            result = world.cli(*step)
-            assert result.returncode == 0, (step, result.stderr)
-    assert world.current("production") == second
-    back = world.cli("rollback", "production")
-    assert back.returncode == 0, back.stderr
-    assert world.current("production") == first
-    checked = world.cli("store", "verify")
-    assert checked.returncode == 0, checked.stdout
+        cli_env = {**env, **s3.env, "AWS_ENDPOINT_URL_S3": proxy.url,
+                   "AWS_ENDPOINT_URL_STS": s3.endpoint}
+        yield CustodyWorld(project, store, cli_env, keys, issuer, "s3", put, proxy)
 
 
 class CustodyReport:
@@ -244,42 +103,131 @@ class CustodyReport:
     written during a test is captured), with every attack's outcome and the tally line."""
 
     def __init__(self) -> None:
-        self.outcomes: list[Outcome] = []
+        self.total = Tally()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        for outcome in self.outcomes:
-            verdict = "refused" if outcome.refused else f"WRONG: {outcome.detail}"
-            terminalreporter.write_line(f"  custody {outcome.attack}: {verdict}")
-        terminalreporter.write_line(
-            "custody: " + " ".join(f"{key}={value}" for key, value in TOTALS.items()))
+        for outcome in self.total.outcomes:
+            verdict = "refused" if outcome.refused and outcome.wrong is None else \
+                f"WRONG: {outcome.wrong}"
+            terminalreporter.write_line(f"  custody {outcome.name}: {verdict}")
+        terminalreporter.write_line(self.total.line("custody"))
 
 
-def record(request: pytest.FixtureRequest, counts: tuple[int, int, int],
-           outcomes: list[Outcome]) -> None:
-    for key, value in zip(TOTALS, counts, strict=True):
-        TOTALS[key] += value
+def record(request: pytest.FixtureRequest, outcome: Tally) -> None:
     manager = request.config.pluginmanager
     report = manager.get_plugin("custody-report")
     if report is None:
         report = CustodyReport()
         manager.register(report, "custody-report")
-    report.outcomes.extend(outcomes)
+    report.total = report.total + outcome
+    assert outcome.failures() == []
 
 
-@pytest.mark.parametrize("attack", [a.name for a in ATTACKS + S3_ATTACKS])
-def test_every_attack_is_refused_for_its_reason(attack: str, world: World,
-                                                request: pytest.FixtureRequest) -> None:
-    chosen = [a for a in ATTACKS + S3_ATTACKS if a.name == attack]
-    if chosen[0] in S3_ATTACKS and world.proxy is None:
+ALL_POLICY = POLICY_ATTACKS + S3_POLICY_ATTACKS
+
+
+@pytest.mark.parametrize("attack", [a.name for a in ALL_POLICY])
+def test_every_policy_attack_is_refused_for_its_reason(
+        attack: str, world: CustodyWorld, request: pytest.FixtureRequest) -> None:
+    chosen = [a for a in ALL_POLICY if a.name == attack]
+    if chosen[0] in S3_POLICY_ATTACKS and world.proxy is None:
         pytest.skip("the local store cannot fail only the audit write (no real fault)")
-    outcomes: list[Outcome] = []
-    counts = tally(chosen, world, outcomes)
-    record(request, counts, outcomes)
-    assert counts[2] == 0, outcomes[0].detail
+    record(request, tally(chosen, world))
 
 
-def test_the_legitimate_path_passes(world: World) -> None:
-    legitimate_path(world)
+def test_every_signature_attack_is_refused_for_its_reason(
+        world: CustodyWorld, request: pytest.FixtureRequest) -> None:
+    record(request, tally(SIGNED_ATTACKS, world))
+    production = json.loads(world.cli("history", "production", "--format", "json").stdout)
+    moved = {e["release_id"] for e in production["events"]}
+    assert len(moved) == 2, "only the replay's two legitimate releases reached production"
+
+
+def test_the_legitimate_path_passes(world: CustodyWorld) -> None:
+    """staging, a signed approval by rita (verified through the job's OIDC token),
+    production, again, rollback: all exit 0, and `store verify` finds nothing."""
+    first = world.publish(b"model-v1")
+    second = world.publish(b"model-v2")
+    verified_rita = world.issuer.env()            # a job's token request, as GitHub does
+    for release in (first, second):
+        assert world.promote("staging", release).returncode == 0
+        approved = world.approve(release, env=verified_rita)
+        assert approved.returncode == 0, approved.stderr
+        assert "(verified identity)" in approved.stdout
+        moved = world.cli("promote", "production")          # the release staging has
+        assert moved.returncode == 0, moved.stderr
+    assert world.current("production") == second
+    back = world.cli("rollback", "production")
+    assert back.returncode == 0, back.stderr
+    history = json.loads(world.cli("history", "production", "--format", "json").stdout)
+    assert history["current"] == first
+    assert [e["approved_by"] for e in history["events"][:2]] == [["rita"], ["rita"]]
+    entry = json.loads(world.store.read(world.approvals_of(second)[0]) or b"")
+    assert entry["actor"]["verified"] is True
+    assert entry["actor"]["oidc"]["actor"] == "rita"
+    assert entry["actor"]["verified_identities"] == ["github:rita"]
+    audited = world.staged(b"model-v3")
+    assert world.approve(audited, environment="audited", env=verified_rita).returncode == 0
+    assert world.promote("audited", audited).returncode == 0
+    checked = world.cli("store", "verify")
+    assert checked.returncode == 0, checked.stdout
+
+
+def _copy_store(world: CustodyWorld, destination: Path) -> Path:
+    """The store as another machine would receive it: every object, in a directory."""
+    for key in world.store.list(""):
+        target = destination / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(world.store.read(key) or b"")
+    return destination
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_verify_a_copied_store_with_public_keys_alone(world: CustodyWorld,
+                                                      tmp_path: Path) -> None:
+    release = world.staged(b"model-to-verify")
+    assert world.approve(release).returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    keys = [str(world.project / "keys" / f"{n}.pub") for n in ("ci", "rita")]
+
+    def verify(store: Path) -> CliResult:
+        args = ["verify", release, "--store", f"file://{store}", "--format", "json"]
+        for key in keys:
+            args += ["--public-key", key]
+        return _cli_in(world, elsewhere, args)
+
+    copy = _copy_store(world, tmp_path / "copy")
+    passed = verify(copy)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    report = json.loads(passed.stdout)
+    assert report["attestation"]["signer"] == "ci" and report["ok"] is True
+    assert [a["approver"] for a in report["approvals"]] == ["rita"]
+
+    manifest = json.loads((copy / manifest_key(NAME, release)).read_bytes())
+    digests = {b["role"]: b["digest"] for b in manifest["blobs"]}
+    approval = next(p for p in (copy / "audit" / NAME).glob("*-approve-production-*"))
+    targets = {"subject blob": copy / blob_key(digests["model"]),
+               "attestation": copy / blob_key(digests["attestation"]),
+               "approval": approval}
+    for what, path in targets.items():
+        broken = _copy_store(world, tmp_path / f"broken-{what.replace(' ', '-')}")
+        _flip(broken / path.relative_to(copy), len(path.read_bytes()) // 2)
+        failed = verify(broken)
+        assert failed.returncode == 1, f"{what}: {failed.stdout}{failed.stderr}"
+        assert json.loads(failed.stdout)["problems"], what
+
+
+def _cli_in(world: CustodyWorld, folder: Path, args: list[str]) -> CliResult:
+    """The CLI run in a folder with no spec and no store credentials: offline."""
+    env = {k: v for k, v in world.env.items() if not k.startswith("AWS_")}
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=folder, text=True,
+                          capture_output=True, timeout=120, env=env)
 
 
 # ---------------------------------------------------------------- secrets and model code
@@ -318,33 +266,31 @@ def secrets_stay_out(spec_text: str, workdir: Path, project: Path,
     return leaked(trees), len(trees)
 
 
-def secrets_attack(run: Callable[[], tuple[list[str], int]], minimum: int) -> Attack:
-    def expect(result: tuple[list[str], int], world: object) -> str | None:
+def secrets_attack(name: str, run: Callable[[], tuple[list[str], int]],
+                   minimum: int) -> Attack:
+    """Refused: no planted secret in any process of the server's tree; for its reason:
+    the model's processes were up to be read."""
+    def expect(result: tuple[list[str], int], world: object) -> Judged:
         leaks, processes = result
-        if processes < minimum:
-            return f"only {processes} processes seen (the model's processes were not up)"
-        return f"planted secrets in {leaks}" if leaks else None
-    return Attack("secrets in the model's processes", lambda world: run(), expect)
+        if leaks:
+            return Judged(False, f"planted secrets in {leaks}")
+        return Judged(True, None if processes >= minimum else
+                      f"only {processes} processes seen (the model's processes were not up)")
+    return Attack(f"{name}: secrets in the model's processes", lambda world: run(), expect)
 
 
 def test_triton_and_its_stubs_never_see_the_store_credentials(
         project: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     spec = fast_spec((project / "serve.yaml").read_text(), instances=2)
     # tritonserver and one python-backend stub per instance, where the model runs.
-    attack = secrets_attack(lambda: secrets_stay_out(spec, tmp_path / "triton", project, "."),
-                            3)
-    outcomes: list[Outcome] = []
-    counts = tally([attack], None, outcomes)
-    record(request, counts, outcomes)
-    assert counts[2] == 0, outcomes[0].detail
+    attack = secrets_attack("triton", lambda: secrets_stay_out(
+        spec, tmp_path / "triton", project, "."), 3)
+    record(request, tally([attack], None, "server"))
 
 
 def test_torchserve_and_its_workers_never_see_the_store_credentials(
         project: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     # The launcher, the JVM frontend and at least one Python worker with the model.
-    attack = secrets_attack(lambda: secrets_stay_out(
+    attack = secrets_attack("torchserve", lambda: secrets_stay_out(
         quick_torchserve_spec(), tmp_path / "ts", project, "examples/torchserve"), 2)
-    outcomes: list[Outcome] = []
-    counts = tally([attack], None, outcomes)
-    record(request, counts, outcomes)
-    assert counts[2] == 0, outcomes[0].detail
+    record(request, tally([attack], None, "server"))

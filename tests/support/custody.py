@@ -1,11 +1,14 @@
 """Chain-of-custody attacks: a world (a project, its store, keys, an OIDC issuer), attacks
-as records that each end in one CLI command, and the tally of how they were refused.
+as records that each run one way around the chain (usually ending in one CLI command),
+and the tally of how they came out.
 
-    @dataclass Attack(name, run: Callable[[CustodyWorld], CliResult], expect: str)
-    tally(attacks, world) -> Tally          # Tally.line("custody-signatures")
+    Attack(name, run: Callable[[CustodyWorld], R], expect: Judge)
+    Judge(result, world) -> Judged(refused, wrong)   # wrong: None, or what went wrong
+    tally(attacks, world) -> Tally                   # Tally.line() is the suite's line
 
-An attack counts as refused when its command exits non-zero, and as refused for the
-right reason when its output contains `expect`.
+`refused` is whether the attack did not get through (for a fault after the pointer
+moved: the move was not reported as failed); `wrong` says why it was not refused for
+its own reason. The suite prints `custody: attacks=N refused=N wrong_reason=0`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
@@ -29,7 +33,9 @@ from pipeline.release.signing.approvals import write_approval
 from pipeline.release.signing.attestation import attestation_blob
 from pipeline.release.signing.keys import FileSigner
 from pipeline.release.store.base import Store
+from tests.support.faultproxy import FaultProxy
 from tests.support.oidc_issuer import Issuer
+from tests.support.recorded import recorded
 
 CliResult = subprocess.CompletedProcess[str]
 NAME = "fraud-mlp"
@@ -51,24 +57,28 @@ def write_keys(folder: Path, names: Sequence[str] = KEY_NAMES) -> dict[str, Path
     return found
 
 
-def key_entry(name: str, owner: str | None = None) -> str:
-    return (f"{{id: {name}, public_key: keys/{name}.pub"
-            + (f", owner: 'github:{owner}'" if owner else "") + "}")
+SHIPPED_PRODUCTION = Path(__file__).resolve().parents[2] / "environments" / "production.yaml"
 
 
-APPROVER_KEYS = (f"[{key_entry('rita')}, {key_entry('alice', 'alice')}, "
-                 f"{key_entry('bob')}]")
-ATTESTATION_KEYS = f"[{key_entry('ci')}, {key_entry('alice', 'alice')}]"
+def key_entry(name: str, owner: str | None = None) -> dict[str, str]:
+    return {"id": name, "public_key": f"keys/{name}.pub",
+            **({"owner": f"github:{owner}"} if owner else {})}
 
 
 def overlay(verified_identity: bool = False) -> str:
-    """Production-like: staging first, a signed attestation, a signed approval by someone
-    other than the creator (optionally by an OIDC-verified identity)."""
-    return ("requires: [staging]\n"
-            f"attestation: {{required: true, keys: {ATTESTATION_KEYS}}}\n"
-            f"approval: {{required: true, distinct_from_creator: true, "
-            f"verified_identity: {str(verified_identity).lower()}, keys: {APPROVER_KEYS}, "
-            "approvers: [rita, alice, bob]}\n")
+    """The shipped production overlay (staging first, its stricter gates, no inconclusive
+    result), with a signed attestation by ci (or alice) and a signed approval by someone
+    other than the creator (optionally by an OIDC-verified identity), trusting the test's
+    keys. JSON, which is YAML."""
+    shipped = yaml.safe_load(SHIPPED_PRODUCTION.read_text())
+    shipped["attestation"] = {"required": True,
+                              "keys": [key_entry("ci"), key_entry("alice", "alice")]}
+    shipped["approval"] = {"required": True, "distinct_from_creator": True,
+                           "verified_identity": verified_identity,
+                           "keys": [key_entry("rita"), key_entry("alice", "alice"),
+                                    key_entry("bob")],
+                           "approvers": ["rita", "alice", "bob"]}
+    return json.dumps(shipped, indent=2) + "\n"
 
 
 def verified_creator(actor: str) -> dict[str, Any]:
@@ -88,6 +98,7 @@ class CustodyWorld:
     issuer: Issuer
     backend: str
     overwrite: Callable[[str, bytes], None]
+    proxy: FaultProxy | None = None
     published: list[str] = field(default_factory=list)
 
     def cli(self, *args: str, env: Mapping[str, str] | None = None) -> CliResult:
@@ -96,11 +107,16 @@ class CustodyWorld:
                               text=True, capture_output=True, timeout=120, env=full)
 
     def publish(self, payload: bytes, signer: str | None = "ci",
-                creator: Mapping[str, Any] | None = None) -> str:
-        """A release as stages/publish writes one: blobs, the attestation, the manifest."""
+                creator: Mapping[str, Any] | None = None, name: str = NAME,
+                **gates: Any) -> str:
+        """A release as stages/publish writes one: blobs, the attestation, the manifest,
+        with the gate results a run records (tests/support/recorded.py, `gates`)."""
         config = b"max_batch_size: 8\n" + payload[:8]
-        spec = json.dumps({"spec": NAME, "payload": sha256_bytes(payload)}).encode()
-        verification = canonical_json({"run_id": "run-1", "stages": []})
+        spec = canonical_json({"spec": {"name": name}, "payload": sha256_bytes(payload)})
+        body_gates = recorded(**gates)
+        stages = [{"name": "latency", "status": "passed", "message": "",
+                   "gates": [g for g in body_gates["gates"] if g["stage"] == "latency"]}]
+        verification = canonical_json({"run_id": "run-1", "stages": stages})
         files = [BlobSource("model", None, payload, sha256_bytes(payload)),
                  BlobSource("config.pbtxt", None, config, sha256_bytes(config)),
                  BlobSource("spec", None, spec, sha256_bytes(spec)),
@@ -112,13 +128,10 @@ class CustodyWorld:
             "spec_digest": "sha256:" + sha256_bytes(spec),
             "model": {"sha256": sha256_bytes(payload)},
             "config": {"file": "config.pbtxt", "sha256": sha256_bytes(config)},
-            "image": None,
-            "gates": [{"stage": "latency", "name": "p99_ms", "observed": 12.0,
-                       "threshold": 40.0, "passed": True}],
-            "stages": {"latency": {"status": "passed", "metrics": {"p99_ms": 12.0}}}}
+            "image": None, **body_gates}
         key = FileSigner.from_file(self.keys[signer]) if signer else None
-        files.append(attestation_blob(NAME, files, body, key))
-        release = publish_release(self.store, NAME, files, body, utc_now()).release_id
+        files.append(attestation_blob(name, files, body, key))
+        release = publish_release(self.store, name, files, body, utc_now()).release_id
         self.published.append(release)
         return release
 
@@ -155,25 +168,58 @@ class CustodyWorld:
     def promote(self, environment: str, release: str) -> CliResult:
         return self.cli("promote", environment, "--release", release)
 
+    def current(self, environment: str) -> str | None:
+        return read_pointer(self.store, NAME, environment)[0].current
+
+
+@dataclass(frozen=True)
+class Judged:
+    refused: bool
+    wrong: str | None = None        # None: for its own reason
+
+
+Judge = Callable[[Any, CustodyWorld], Judged]
+
 
 @dataclass(frozen=True)
 class Attack:
     name: str
-    run: Callable[[CustodyWorld], CliResult]
-    expect: str
+    run: Callable[[CustodyWorld], Any]
+    expect: Judge
+
+
+def contains(text: str) -> Judge:
+    """Refused: a non-zero exit; for its reason: its output holds `text`."""
+    def judge(result: CliResult, world: CustodyWorld) -> Judged:
+        output = result.stdout + result.stderr
+        return Judged(result.returncode != 0,
+                      None if text in output else output.strip()[-600:])
+    return judge
+
+
+def refusal(exit_code: int, reason: str) -> Judge:
+    """Refused: a non-zero exit; for its reason: this exit code and a single stderr line,
+    the error, holding `reason`."""
+    def judge(result: CliResult, world: CustodyWorld) -> Judged:
+        lines = result.stderr.strip().splitlines()
+        right = result.returncode == exit_code and len(lines) == 1 and \
+            lines[0].startswith("error: ") and reason in lines[0]
+        return Judged(result.returncode != 0, None if right else
+                      f"exit {result.returncode}: "
+                      f"{result.stderr.strip()[-600:] or result.stdout[-600:]}")
+    return judge
 
 
 @dataclass(frozen=True)
 class Outcome:
     name: str
     refused: bool
-    right_reason: bool
-    output: str
+    wrong: str | None
 
 
 @dataclass(frozen=True)
 class Tally:
-    outcomes: tuple[Outcome, ...]
+    outcomes: tuple[Outcome, ...] = ()
 
     @property
     def attacks(self) -> int:
@@ -185,14 +231,13 @@ class Tally:
 
     @property
     def wrong_reason(self) -> int:
-        return sum(o.refused and not o.right_reason for o in self.outcomes)
+        return sum(o.refused and o.wrong is not None for o in self.outcomes)
 
     def failures(self) -> list[str]:
         return [f"{o.name}: {'refused for another reason' if o.refused else 'ACCEPTED'}: "
-                f"{o.output.strip()[-600:]}" for o in self.outcomes
-                if not (o.refused and o.right_reason)]
+                f"{o.wrong}" for o in self.outcomes if not o.refused or o.wrong is not None]
 
-    def line(self, label: str) -> str:
+    def line(self, label: str = "custody") -> str:
         return (f"{label}: attacks={self.attacks} refused={self.refused} "
                 f"wrong_reason={self.wrong_reason}")
 
@@ -200,14 +245,15 @@ class Tally:
         return Tally(self.outcomes + other.outcomes)
 
 
-def tally(attacks: Sequence[Attack], world: CustodyWorld) -> Tally:
-    """Run every attack in order against `world`; a setup that raises is a test error."""
+def tally(attacks: Sequence[Attack], world: CustodyWorld | None,
+          label: str | None = None) -> Tally:
+    """Run every attack in order against `world` (None: attacks on something else, named
+    by `label`); a setup that raises is a test error."""
     outcomes = []
     for attack in attacks:
-        result = attack.run(world)
-        output = result.stdout + result.stderr
-        outcomes.append(Outcome(f"{world.backend}/{attack.name}", result.returncode != 0,
-                                attack.expect in output, output))
+        judged = attack.expect(attack.run(world), world)  # type: ignore[arg-type]
+        outcomes.append(Outcome(f"{label or (world and world.backend)}/{attack.name}",
+                                judged.refused, judged.wrong))
     return Tally(tuple(outcomes))
 
 

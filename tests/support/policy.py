@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.digest import sha256_bytes
+from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.release.manifest import BlobSource, manifest_digest, publish_release, utc_now
 from pipeline.release.pointers import move_pointer, read_pointer
 from pipeline.release.signing.approvals import write_approval
@@ -61,10 +61,13 @@ def creator_actor(creator: str) -> dict[str, Any]:
 
 
 def staged(store: LocalStore, payload: bytes, creator: str = "alice") -> str:
-    source = BlobSource("model", None, payload, sha256_bytes(payload))
     body = {"run_id": "r", "created_by": creator, "created_by_actor": creator_actor(creator),
             **recorded()}
-    release = publish_release(store, NAME, [source], body, utc_now()).release_id
+    # The run record `approve` shows before it signs.
+    verification = canonical_json({"run_id": "r", "stages": []})
+    sources = [BlobSource("model", None, payload, sha256_bytes(payload)),
+               BlobSource("verification", None, verification, sha256_bytes(verification))]
+    release = publish_release(store, NAME, sources, body, utc_now()).release_id
     move_pointer(store, NAME, "staging", release, "promote", "ci")
     return release
 
