@@ -82,7 +82,8 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
             release: Annotated[str | None, typer.Option(
                 "--release", help="Promote this existing release (no rebuild).")] = None,
             approved_by: Annotated[str | None, typer.Option(
-                "--approved-by", help="Record this approval and promote in one step.")] = None,
+                "--approved-by", hidden=True, help="Refused: a typed name is not an "
+                "approval (`serve-pipeline approve RELEASE --key KEY` signs one).")] = None,
             note: Annotated[str, typer.Option("--note", help="Kept with the event.")] = "",
             ray_address: RayAddress = None,
             ) -> None:
@@ -91,7 +92,9 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
     Without --release, and when the environment requires no other one, this
     builds, verifies and publishes a new release first. An environment whose
     overlay has `requires: [staging]` takes the release current there (or
-    --release), never a rebuild, after checking its blobs and its approval.
+    --release), never a rebuild, after every check of the promotion policy: its
+    blobs and signed attestation, the environments it requires, this
+    environment's gates on its recorded results, and signed approvals.
     """
     loaded = load_spec(file, environment)
     if release is not None or loaded.policy.requires:
