@@ -8,7 +8,6 @@ drift rho = 0.98, rare stalls), at 0.8, 0.9, 1.0 and 1.25 x the threshold, under
 latency stage's defaults (3 to 6 windows, 95%), `WINDOW_REQUESTS` requests a window.
 
     python benchmarks/calibration.py [--trials 400] [--seed 1]
-    python benchmarks/calibration.py --real [--runs 10]
 
 Prints a table per case (passed / failed / inconclusive share of trials at each factor),
 then one JSON line: false_pass_at_threshold_max (over the cases: passed at 1.0 x),
@@ -16,13 +15,12 @@ false_refusal_at_0_8_max (failed or inconclusive at 0.8 x), refusal_at_0_9_max,
 decided_fail_at_1_25_min, error_rate_pass_at_2x (a server at twice its error SLO),
 leak_refused (a 4 KiB/request leak not passed), capacity_pass_above_10pct (from
 benchmarks/calibration_capacity.py, null when that module is missing).
-`--real` promotes the bundled examples in scratch copies under a busy neighbour
-(benchmarks/calibration_real.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections import Counter
@@ -119,11 +117,11 @@ def leak_refused(trials: int, seed: int, kib_per_request: float, rate: float = 8
 
 def capacity_figures(trials: int, seed: int) -> tuple[float | None, str]:
     try:
-        from benchmarks.calibration_capacity import capacity_pass_rates
+        module = importlib.import_module("benchmarks.calibration_capacity")
     except ImportError:
         return None, "not measured: benchmarks/calibration_capacity.py missing"
-    rates = capacity_pass_rates(trials, seed)
-    return rates["capacity_pass_above_10pct"], "measured"
+    rates = module.capacity_pass_rates(trials, seed)
+    return float(rates["capacity_pass_above_10pct"]), "measured"
 
 
 def share(counts: Counter[str], *outcomes: str) -> float:
@@ -162,14 +160,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=400)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--real", action="store_true",
-                        help="promote the bundled examples under a busy neighbour instead")
-    parser.add_argument("--runs", type=int, default=10, help="--real: promotions per example")
     args = parser.parse_args(argv)
-    if args.real:
-        from benchmarks.calibration_real import real_runs
-        print(json.dumps(real_runs(args.runs)))
-        return
     table = percentile_table(args.trials, args.seed)
     print_table(table)
     print(json.dumps(summary(table, args.trials, args.seed)))

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from statistics import NormalDist
 
 import numpy as np
+import numpy.typing as npt
 
 MEDIAN_US = 10_000.0
 SIGMA = 0.35
@@ -30,7 +31,8 @@ STALL_FACTOR = 5.0
 CASES = ("independent", "batched", "drift", "stalls")
 _NORMAL = NormalDist()
 
-Stream = Callable[[int], np.ndarray]
+Latencies = npt.NDArray[np.float64]
+Stream = Callable[[int], Latencies]
 
 
 def _body_above(value_us: float) -> float:
@@ -62,14 +64,15 @@ def stream(case: str, rng: np.random.Generator) -> Stream:
     drift = [rng.standard_normal()]
     stalled = [0]
 
-    def independent(n: int) -> np.ndarray:
-        return np.exp(log_median + SIGMA * rng.standard_normal(n))
+    def independent(n: int) -> Latencies:
+        values: Latencies = np.exp(log_median + SIGMA * rng.standard_normal(n))
+        return values
 
-    def batched(n: int) -> np.ndarray:
+    def batched(n: int) -> Latencies:
         shared = np.exp(log_median + SIGMA * rng.standard_normal(n // BATCH + 1))
         return np.repeat(shared, BATCH)[:n]
 
-    def drifting(n: int) -> np.ndarray:
+    def drifting(n: int) -> Latencies:
         shocks = rng.standard_normal(n) * math.sqrt(1 - RHO**2)
         path = np.empty(n)
         level = drift[0]
@@ -80,7 +83,7 @@ def stream(case: str, rng: np.random.Generator) -> Stream:
         half = SIGMA / math.sqrt(2)
         return np.exp(log_median + half * path + half * rng.standard_normal(n))
 
-    def stalls(n: int) -> np.ndarray:
+    def stalls(n: int) -> Latencies:
         values = independent(n)
         starts = rng.random(n) < STALL_START
         left = stalled[0]
