@@ -13,8 +13,9 @@ Prints a table per case (passed / failed / inconclusive share of trials at each 
 then one JSON line: false_pass_at_threshold_max (over the cases: passed at 1.0 x),
 false_refusal_at_0_8_max (failed or inconclusive at 0.8 x), refusal_at_0_9_max,
 decided_fail_at_1_25_min, error_rate_pass_at_2x (a server at twice its error SLO),
-leak_refused (a 4 KiB/request leak not passed), capacity_pass_above_10pct (from
-benchmarks/calibration_capacity.py, null when that module is missing).
+leak_refused (a 4 KiB/request leak not passed), capacity_pass_above_10pct (a hold at
+1.1 x the true capacity passed: from benchmarks/calibration_capacity.py where it exists,
+else today's hold judged on benchmarks/calibration_hold.py's simulated queue).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.calibration_hold import hold_pass_rate  # noqa: E402
 from benchmarks.calibration_streams import CASES, stream, true_quantile_us  # noqa: E402
 from pipeline.gates.error_rate import error_rate_gate  # noqa: E402
 from pipeline.gates.evidence import split_blocks  # noqa: E402
@@ -115,13 +117,16 @@ def leak_refused(trials: int, seed: int, kib_per_request: float, rate: float = 8
     return refused / trials
 
 
-def capacity_figures(trials: int, seed: int) -> tuple[float | None, str]:
+def capacity_figures(trials: int, seed: int) -> tuple[float, str]:
+    """A hold at 1.1 x the true capacity: passed share. From the capacity search's own
+    calibration where it exists, else today's hold on a queue simulation."""
     try:
         module = importlib.import_module("benchmarks.calibration_capacity")
     except ImportError:
-        return None, "not measured: benchmarks/calibration_capacity.py missing"
+        return (hold_pass_rate(trials, seed, 1.1),
+                "today's capacity hold on a simulated queue (benchmarks/calibration_hold.py)")
     rates = module.capacity_pass_rates(trials, seed)
-    return float(rates["capacity_pass_above_10pct"]), "measured"
+    return float(rates["capacity_pass_above_10pct"]), "benchmarks/calibration_capacity.py"
 
 
 def share(counts: Counter[str], *outcomes: str) -> float:

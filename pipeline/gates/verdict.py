@@ -10,7 +10,14 @@ distribution-free order-statistic bound of pipeline.gates.order_stats computed w
 blocks of the fraction of requests slower than the threshold, divided by what independent
 requests would give (a cluster-sampling estimate; d = 8 for batches of 8 sharing a latency,
 far more for a slow drift). The estimate of d is itself noisy (one degree of freedom per
-block), so it is scaled by (t_{B-1} / z)^2 for B blocks, and never taken below 1.
+block), so it is scaled by (t_{B-1} / z)^2 for B blocks. It is also skewed, and low exactly
+when the sample is low: a run that missed the slow spells of a drift, or the rare stall,
+shows fewer slow requests *and* less spread between blocks. Two guards keep the coverage
+(measured by benchmarks/calibration.py): d is also estimated at the pooled value with 1.5
+times the percentile's tail above it (the p98.5 for a p99: half again as many requests,
+so a drift's clusters show even when the tail itself saw few), the larger estimate is
+used; and d is never taken below 2 (`MIN_DESIGN_EFFECT`: closed-loop requests in flight
+together share the machine; a clear pass still needs only a few thousand requests).
 
 Why this and not a t interval over window percentiles: the gate is about the percentile of
 all requests (the mixture over the run), which the mean of per-window percentiles
@@ -43,6 +50,11 @@ from pipeline.gates.samples import Block, Pooled
 
 Outcome = Literal["passed", "failed", "inconclusive"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "inconclusive")
+# Never more than one independent unit of evidence per this many requests (see the module
+# doc), and the design effect is also estimated where this many times the percentile's
+# tail lies above (the p98.5 for a p99), from half again as many requests.
+MIN_DESIGN_EFFECT = 2.0
+WIDER_TAIL = 1.5
 
 
 def per_look_confidence(confidence: float, looks: int) -> float:
@@ -100,14 +112,24 @@ def design_effect(blocks: Sequence[Block], value_us: float) -> float:
     return between / (share * (1 - share) / total)
 
 
-def effective_design_effect(blocks: Sequence[Block], value_us: float, alpha: float) -> float:
-    """The design effect used for a bound at level alpha: the estimate, widened for its
-    own noise (B - 1 degrees of freedom), at least 1."""
+def widened_design_effect(blocks: Sequence[Block], value_us: float, alpha: float) -> float:
+    """The design effect at `value_us`, widened for its own noise (B - 1 degrees of freedom)
+    for a bound at level alpha."""
     count = sum(1 for block in blocks if block.requests)
     if count < 2:
         return 1.0
     widen = (t_quantile(1 - alpha, count - 1) / normal_quantile(1 - alpha)) ** 2
-    return max(1.0, design_effect(blocks, value_us) * widen)
+    return design_effect(blocks, value_us) * widen
+
+
+def effective_design_effect(blocks: Sequence[Block], pooled: Pooled, percentile: float,
+                            threshold_us: float, alpha: float) -> float:
+    """The design effect a bound uses (see the module doc): the largest of the widened
+    estimates at the threshold and at the pooled value with `WIDER_TAIL` times the
+    percentile's tail above it, and `MIN_DESIGN_EFFECT`."""
+    wider = pooled.at_percentile(100 - WIDER_TAIL * (100 - percentile))
+    return max(MIN_DESIGN_EFFECT, *(widened_design_effect(blocks, value, alpha)
+                                    for value in (threshold_us, wider)))
 
 
 def _bounds(pooled: Pooled, q: float, n_eff: float,
@@ -147,7 +169,7 @@ def judge_percentile(evidence: Evidence, percentile: float, threshold_ms: float,
                                  "no request was measured, so nothing shows the SLO is met")
     q, threshold_us = percentile / 100, threshold_ms * 1e3
     blocks = evidence.blocks
-    design = effective_design_effect(blocks, threshold_us, alpha)
+    design = effective_design_effect(blocks, pooled, percentile, threshold_us, alpha)
     n_eff = total / design
     low, high = _bounds(pooled, q, n_eff, alpha)
     observed = pooled.at_percentile(percentile) / 1e3
