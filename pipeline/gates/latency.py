@@ -127,7 +127,7 @@ def latency_gates(spec: Spec, judgement: Judgement, windows: list[LoadResult],
              for v in judgement.verdicts]
     gates.append(judgement.error_rate)
     if slo.min_throughput is not None:
-        gates.append(throughput_gate([w.throughput for w in windows],
+        gates.append(throughput_gate(windows,
                                      slo.min_throughput.per_second, judgement.alpha))
     if slo.queue_mean is not None:
         # A mean against a budget stated as a mean: the counters of both servers give

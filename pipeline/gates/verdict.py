@@ -55,6 +55,7 @@ OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "inconclusive")
 # tail lies above (the p98.5 for a p99), from half again as many requests.
 MIN_DESIGN_EFFECT = 2.0
 WIDER_TAIL = 1.5
+NEAR_TAIL = 0.25
 
 
 def per_look_confidence(confidence: float, looks: int) -> float:
@@ -124,12 +125,17 @@ def widened_design_effect(blocks: Sequence[Block], value_us: float, alpha: float
 
 def effective_design_effect(blocks: Sequence[Block], pooled: Pooled, percentile: float,
                             threshold_us: float, alpha: float) -> float:
-    """The design effect a bound uses (see the module doc): the largest of the widened
-    estimates at the threshold and at the pooled value with `WIDER_TAIL` times the
-    percentile's tail above it, and `MIN_DESIGN_EFFECT`."""
-    wider = pooled.at_percentile(100 - WIDER_TAIL * (100 - percentile))
-    return max(MIN_DESIGN_EFFECT, *(widened_design_effect(blocks, value, alpha)
-                                    for value in (threshold_us, wider)))
+    """The design effect a bound uses (see the module doc): the larger of
+    `MIN_DESIGN_EFFECT` and the widened estimate at the threshold, and, where the threshold
+    lies in the tail the percentile's bound looks at (at least `NEAR_TAIL` of its share of
+    requests above it), the widened estimate at the pooled value with `WIDER_TAIL` times
+    that share above it."""
+    tail = 1 - percentile / 100
+    estimates = [MIN_DESIGN_EFFECT, widened_design_effect(blocks, threshold_us, alpha)]
+    if pooled.above(threshold_us) >= NEAR_TAIL * tail * pooled.requests:
+        wider = pooled.at_percentile(100 * (1 - WIDER_TAIL * tail))
+        estimates.append(widened_design_effect(blocks, wider, alpha))
+    return max(estimates)
 
 
 def _bounds(pooled: Pooled, q: float, n_eff: float,

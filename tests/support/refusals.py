@@ -170,9 +170,11 @@ class GateVerdict:
     why: str
 
 
-def gate_verdict(project: Path, args: list[str], gate: str, outcome: str = "failed",
-                 timeout: float = 240) -> GateVerdict:
-    """Run the CLI on a bad release and judge why it was (not) refused, from the record."""
+def gate_verdict(project: Path, args: list[str], gate: str,
+                 outcome: str | tuple[str, ...] = "failed", timeout: float = 240) -> GateVerdict:
+    """Run the CLI on a bad release and judge why it was (not) refused, from the record:
+    refused when `gate` has the `outcome` (or one of them)."""
+    outcomes = (outcome,) if isinstance(outcome, str) else outcome
     try:
         result = cli(args, project, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -189,7 +191,7 @@ def gate_verdict(project: Path, args: list[str], gate: str, outcome: str = "fail
            f"{stage_messages(record)}; {result.stderr.strip()[-300:]}")
     if result.returncode == 0:
         return GateVerdict("not_refused", why)
-    if result.returncode == 1 and any(gate_outcome(g) == outcome for g in found):
+    if result.returncode == 1 and any(gate_outcome(g) in outcomes for g in found):
         return GateVerdict("refused", why)
     return GateVerdict("wrong_reason", why)
 

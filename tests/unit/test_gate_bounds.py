@@ -10,7 +10,7 @@ from pipeline.gates.error_rate import GATE as ERROR_GATE
 from pipeline.gates.error_rate import error_rate_gate
 from pipeline.gates.latency import client_limited
 from pipeline.gates.throughput import GATE as THROUGHPUT_GATE
-from pipeline.gates.throughput import throughput_gate
+from pipeline.gates.throughput import span_rates, throughput_gate
 from pipeline.measure.load_result import LoadResult
 from pipeline.results import Gate, StageResult, Status
 
@@ -41,12 +41,36 @@ def test_no_error_in_too_few_requests_is_inconclusive_with_the_count_needed() ->
     assert error_rate_gate(0, 0, 0.001, 0.05).observed == "not measured"
 
 
+def paced(rates: list[float], seconds: float = 1.0) -> LoadResult:
+    """A window whose completions come at each rate in turn, for equal spans of time."""
+    window = LoadResult(seconds)
+    span = seconds / len(rates)
+    for index, rate in enumerate(rates):
+        count = round(rate * span)
+        for k in range(count):
+            window.record(1000, index * span + (k + 0.5) / count * span)
+    return window
+
+
 def test_throughput_fails_on_its_upper_bound() -> None:
-    failed = throughput_gate([85.0, 86.0, 84.5], 100.0, 0.05)
+    failed = throughput_gate([paced([85, 86, 84, 85]), paced([86, 85, 85, 84])], 100.0, 0.05)
     assert failed.name == THROUGHPUT_GATE and failed.outcome == "failed"
-    assert throughput_gate([150.0, 160.0, 155.0], 100.0, 0.05).outcome == "passed"
-    assert throughput_gate([60.0, 140.0, 100.0], 100.0, 0.05).outcome == "inconclusive"
+    assert failed.samples == 8 and failed.observed == pytest.approx(85, abs=1)
+    # Two windows a factor 2 apart, far over the threshold: still a pass.
+    passed = throughput_gate([paced([800] * 4), paced([1600] * 4)], 100.0, 0.05)
+    assert passed.outcome == "passed"
+    straddling = throughput_gate([paced([40, 250, 60, 200]), paced([300, 50, 90, 120])],
+                                 100.0, 0.05)
+    assert straddling.outcome == "inconclusive"
     assert not throughput_gate([], 100.0, 0.05).passed
+
+
+def test_a_stalled_span_is_a_low_rate_and_a_window_without_a_timeline_one_rate() -> None:
+    stalled = span_rates(paced([400, 0, 400, 400]))
+    assert len(stalled) == 4 and stalled[1] == pytest.approx(2.0)   # half a completion
+    remote = LoadResult(2.0)
+    remote.completed = 500                     # counted by workers, no timeline
+    assert span_rates(remote) == [250.0]
 
 
 def test_accepting_inconclusive_never_passes_what_leans_to_a_miss() -> None:
