@@ -13,11 +13,13 @@ far more for a slow drift). The estimate of d is itself noisy (one degree of fre
 block), so it is scaled by (t_{B-1} / z)^2 for B blocks. It is also skewed, and low exactly
 when the sample is low: a run that missed the slow spells of a drift, or the rare stall,
 shows fewer slow requests *and* less spread between blocks. Two guards keep the coverage
-(measured by benchmarks/calibration.py): d is also estimated at the pooled value with 1.5
-times the percentile's tail above it (the p98.5 for a p99: half again as many requests,
-so a drift's clusters show even when the tail itself saw few), the larger estimate is
-used; and d is never taken below 2 (`MIN_DESIGN_EFFECT`: closed-loop requests in flight
-together share the machine; a clear pass still needs only a few thousand requests).
+(measured by benchmarks/calibration.py): where the threshold lies in the tail the bound
+looks at (a quarter of the percentile's share of requests or more above it), d is also
+estimated at the pooled value with 1.5 times that share above it (the p98.5 for a p99:
+half again as many requests, so a drift's clusters show even when the tail itself saw
+few), and the larger estimate is used; and d is never taken below 2
+(`MIN_DESIGN_EFFECT`: closed-loop requests in flight together share the machine; a clear
+pass still needs only a few thousand requests).
 
 Why this and not a t interval over window percentiles: the gate is about the percentile of
 all requests (the mixture over the run), which the mean of per-window percentiles
