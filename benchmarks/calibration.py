@@ -8,6 +8,7 @@ drift rho = 0.98, rare stalls), at 0.8, 0.9, 1.0 and 1.25 x the threshold, under
 latency stage's defaults (3 to 6 windows, 95%), `WINDOW_REQUESTS` requests a window.
 
     python benchmarks/calibration.py [--trials 400] [--seed 1]
+    python benchmarks/calibration.py --real [--runs 10]
 
 Prints a table per case (passed / failed / inconclusive share of trials at each factor),
 then one JSON line: false_pass_at_threshold_max (over the cases: passed at 1.0 x),
@@ -16,6 +17,9 @@ decided_fail_at_1_25_min, error_rate_pass_at_2x (a server at twice its error SLO
 leak_refused (a 4 KiB/request leak not passed), capacity_pass_above_10pct (a hold at
 1.1 x the true capacity passed: from benchmarks/calibration_capacity.py where it exists,
 else today's hold judged on benchmarks/calibration_hold.py's simulated queue).
+`--real` promotes the bundled examples instead, on real servers in a scratch copy under a
+busy neighbour (benchmarks/calibration_real.py), and prints one JSON line with aa_runs,
+aa_refused, each refusal's reason and the median promote time.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.calibration_hold import hold_pass_rate  # noqa: E402
+from benchmarks.calibration_real import real_runs  # noqa: E402
 from benchmarks.calibration_streams import CASES, stream, true_quantile_us  # noqa: E402
 from pipeline.gates.error_rate import error_rate_gate  # noqa: E402
 from pipeline.gates.evidence import split_blocks  # noqa: E402
@@ -165,7 +170,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=400)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--real", action="store_true",
+                        help="promote the bundled examples under a busy neighbour instead")
+    parser.add_argument("--runs", type=int, default=10, help="--real: promotions per example")
     args = parser.parse_args(argv)
+    if args.real:
+        print(json.dumps(real_runs(args.runs)))
+        return
     table = percentile_table(args.trials, args.seed)
     print_table(table)
     print(json.dumps(summary(table, args.trials, args.seed)))
