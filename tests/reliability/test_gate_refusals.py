@@ -56,6 +56,8 @@ def judged(matrix: Matrix, case: str, verdict: GateVerdict) -> None:
         ("error_burst", "error_burst", None, "latency.error_rate", "failed"),
         ("nondeterministic", "nondeterministic", None, "parity.deterministic", "failed"),
         ("wrong_output_dtype", "float64_output", None, "parity.output_dtype", "failed"),
+        ("wrong_output_shape", "wrong_shape", None, "parity.output_contract", "failed"),
+        ("nan_output", "nan_output", None, "parity.finite_outputs", "failed"),
         ("memory_growth", "leak", None, "latency.memory_growth", "failed"),
     ]])
 def test_a_bad_model_is_refused_by_its_gate(tmp_path: Path, matrix: Matrix, case: str,

@@ -70,6 +70,11 @@ BEHAVIOURS = {
     # Alternating 1.5 s phases: fast, then 30 ms per execution.
     "phases": ("        if int(time.monotonic() / 1.5) % 2:\n"
                "            time.sleep(0.03)"),
+    # The spec declares shape [4]; every answer has 3 values per item. The reference is the
+    # same model, so parity alone agrees with it: only the declared contract catches it.
+    "wrong_shape": "        scores = scores[..., :3]",
+    # NaN everywhere, on both sides: a match for parity, refused as non-finite.
+    "nan_output": "        scores = scores * float('nan')",
     "padded": "",
 }
 
