@@ -36,11 +36,13 @@ def test_promote_twice_rollback_and_history(fast_project: Path,
     assert {g["name"] for g in gates} >= {"latency.p99", "latency.error_rate",
                                           "parity.mismatched_elements",
                                           "failure.wrong_dtype", "failure.unknown_model"}
-    # The fast spec accepts an unknown capacity (its 2 s search may confirm no rate, see
-    # tests/support/specs.py); every other gate passed.
-    assert all(g["passed"] for g in gates if g["name"] != "saturation.capacity_rps")
-    assert all(g["outcome"] in ("passed", "inconclusive") for g in gates
-               if g["name"] == "saturation.capacity_rps")
+    # The fast spec accepts an unknown capacity (its 2 s search may confirm no rate) and an
+    # undecided latency gate within its threshold (see tests/support/specs.py); every other
+    # gate passed.
+    accepted = [g for g in gates if g["name"] == "saturation.capacity_rps"
+                or g["name"].startswith("latency.")]
+    assert all(g["passed"] for g in gates if g not in accepted)
+    assert all(g["outcome"] in ("passed", "inconclusive") for g in accepted)
     latency = next(s for s in record["stages"] if s["name"] == "latency")["metrics"]
     assert latency["requests"] > 0 and latency["p99_ms"] > 0
     assert latency["server_rss_mb"] > 100
