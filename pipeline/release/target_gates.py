@@ -6,8 +6,10 @@ have passed; a stricter threshold needs the recorded evidence to meet it: a perc
 upper confidence bound, a point value otherwise. A gate the target sets but the release
 never measured, an evidence value that cannot be read, or a failed gate is a refusal
 (fail closed). An inconclusive result counts only where the target's own spec accepts
-inconclusive results for that stage, and is then named in a note. Re-measuring under the
-target's gates (`reverify: true` in its overlay) replaces all of this.
+inconclusive results for that stage, and is then named in a note, unless its observed
+value misses the target's threshold (as a run judges it: it leans towards a miss).
+Re-measuring under the target's gates (`reverify: true` in its overlay) replaces all of
+this.
 """
 
 from __future__ import annotations
@@ -113,6 +115,13 @@ class _Reviewer:
             "passed" if gate.get("passed") else "failed")
         if outcome == "passed":
             return True
+        leaning = self.leans_to_a_miss(gate)
+        if outcome == "inconclusive" and accepts_inconclusive(self.target.spec, stage) and \
+                leaning:
+            self.refusals.append(f"{name} was measured inconclusive and its observed value "
+                                 f"misses {leaning}: an accepted inconclusive result that "
+                                 "leans towards a miss still fails")
+            return False
         if outcome == "inconclusive" and accepts_inconclusive(self.target.spec, stage):
             self.notes.append(f"{name} was measured inconclusive and is accepted "
                               f"({self.where(ACCEPT_INCONCLUSIVE[stage])})")
@@ -125,6 +134,18 @@ class _Reviewer:
         else:
             self.refusals.append(f"{name} was recorded as {outcome}")
         return False
+
+    def leans_to_a_miss(self, gate: Mapping[str, Any]) -> str | None:
+        """The target's threshold (the recorded one where the target sets none) when the
+        observed value misses it, as a run judges an accepted inconclusive gate."""
+        observed = finite(gate.get("observed"))
+        target = self.thresholds.get(str(gate.get("name")))
+        limit = target.value if target else finite(gate.get("threshold"))
+        comparison = target.comparison if target else gate.get("comparison")
+        if observed is None or limit is None or comparison not in ("<=", ">="):
+            return None
+        missed = observed > limit if comparison == "<=" else observed < limit
+        return f"{comparison} {limit:g}{gate.get('unit') or ''}" if missed else None
 
     def threshold(self, gate: Mapping[str, Any], threshold: Threshold) -> None:
         recorded = finite(gate.get("threshold"))

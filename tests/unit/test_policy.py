@@ -97,6 +97,12 @@ def test_an_inconclusive_result_is_named_where_the_target_accepts_it(project: Pa
     assert review.notes == ["latency.p99 was measured inconclusive and is accepted "
                             "(environments/staging.yaml: stages.latency.verdict."
                             "accept_inconclusive)"]
+    # Accepted, but its observed value misses the threshold: it leans towards a miss.
+    leaning = review_gates(recorded(p99_ms=51.0, p99_high_ms=56.0, p99_outcome="inconclusive"),
+                           staging, "staging")
+    assert leaning.refusals == ["latency.p99 was measured inconclusive and its observed value "
+                                "misses <= 50ms: an accepted inconclusive result that leans "
+                                "towards a miss still fails"]
 
 
 def test_requires_staging_means_passed_and_not_withdrawn(project: Path,
