@@ -20,7 +20,7 @@ ratio is taken, and the verdict is drawn on log ratios over rounds:
   inconclusive. A candidate 3% slower clears a 10% margin once the interval is
   narrower than 7%; a candidate 25% slower is refused once it is narrower than 15%.
 - Error rate is compared by counts summed over rounds (error_counts.py), never as a
-  ratio of rates.
+  ratio of rates; it is refused only when surely worse beyond both margins.
 - Sequential: the verdict is looked at after `first_look` rounds, then every
   `look_every`, up to `max_rounds`, and stops at the first look where every metric is
   decided or one is a regression. Each look is taken at error (1 - confidence) / looks

@@ -86,8 +86,21 @@ def test_many_more_errors_is_a_regression() -> None:
     assert compared.ratio_low > 1.1 and compared.difference_low > 0.001
 
 
-def test_a_few_errors_with_no_absolute_allowance_are_inconclusive() -> None:
-    assert compare_errors((3, 2000), (1, 2000), 0.10, 0.0, 0.0125).outcome == "inconclusive"
+def test_a_few_more_errors_are_not_surely_worse() -> None:
+    compared = compare_errors((3, 2000), (1, 2000), 0.10, 0.0, 0.0125)
+    assert compared.outcome == "no_regression" and "not surely worse" in compared.reason
+    assert compared.ratio_high > 1.1                   # not shown within the margin
+
+
+def test_errors_fail_on_the_absolute_allowance() -> None:
+    """60 against 2 in 8,000: a regression at a 0.1% allowance, not at a 1% one."""
+    assert compare_errors((60, 8000), (2, 8000), 0.10, 0.001, 0.0125).outcome == "regression"
+    assert compare_errors((60, 8000), (2, 8000), 0.10, 0.01, 0.0125).outcome == \
+        "no_regression"
+
+
+def test_no_requests_on_one_side_fails_closed() -> None:
+    assert compare_errors((0, 0), (0, 8000), 0.10, 0.001, 0.0125).outcome == "inconclusive"
 
 
 def test_same_speed_is_no_regression_and_stops_at_the_first_look() -> None:
