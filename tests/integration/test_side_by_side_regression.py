@@ -24,6 +24,7 @@ import pytest
 
 from tests.support.bad_models import write_bad_model
 from tests.support.cli import cli, latest_record
+from tests.support.specs import TORCHSERVE_FAST_STAGES, torchserve_spec
 
 pytestmark = pytest.mark.integration
 
@@ -156,3 +157,19 @@ def test_a_live_release_that_cannot_start_fails_closed(fast_project: Path) -> No
     assert "cannot be started" in gate["reason"] and live["current"] in gate["reason"]
     assert "regression.live_release" in output
     assert pointer(project) == live
+
+
+def test_torchserve_same_release_against_itself_is_no_regression(project: Path) -> None:
+    folder = project / "examples" / "torchserve"
+    stages = re.sub(r"(?m)^  saturation: .*\n(?:   .*\n)*", "  saturation: {enabled: false}\n",
+                    TORCHSERVE_FAST_STAGES)
+    stages = stages.replace("  failure: {}\n", "  failure: {}\n" +
+                            REGRESSION.replace("MARGIN", "20%"))
+    (folder / "serve.yaml").write_text(torchserve_spec(stages))
+    code, output, _ = promote(folder)
+    assert code == 0, output[-3000:]
+    code, output, same = promote(folder)
+    assert code == 0, output[-3000:]
+    assert same["details"]["same"] == {"model": True, "config": True}
+    assert same["details"]["verdict"]["outcome"] == "no_regression"
+    assert gates_of(same)["regression.live_release"]["outcome"] == "passed"
