@@ -46,7 +46,7 @@ NOISE = {"p50_ms": 0.02, "p95_ms": 0.04, "p99_ms": 0.06, "throughput_rps": 0.03}
 REQUESTS = 1500
 ERROR_RATE = 1 / 8000
 SETTINGS = PairedSettings(WATCHABLE, margin=0.10, error_rate_allowance=0.001,
-                          confidence=0.95, schedule=Schedule(8, 8, 24))
+                          confidence=0.95, schedule=Schedule(16, 16, 64))
 
 
 def _poisson(rng: random.Random, mean: float) -> int:

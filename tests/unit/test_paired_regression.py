@@ -161,10 +161,12 @@ def test_schedule_always_looks_at_the_cap() -> None:
 
 def test_the_spec_watches_what_the_verdict_can_judge() -> None:
     stage = RegressionStage.model_validate({"margin": "5%", "watch": ["p99_ms"],
+                                            "first_look": 8, "look_every": 8,
                                             "max_rounds": 16})
     settings = paired_settings(stage)
     assert set(typing.get_args(WatchedSideBySide)) == set(WATCHABLE)
     assert settings.metrics == ("p99_ms",) and settings.margin == pytest.approx(0.05)
     assert settings.schedule.looks() == [8, 16]
+    assert paired_settings(RegressionStage()).schedule.looks() == [16, 32, 48, 64]
     with pytest.raises(ValueError, match="watch"):
         RegressionStage.model_validate({"watch": ["knee"]})
