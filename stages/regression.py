@@ -16,6 +16,7 @@ from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.errors import ServerError, StoreError, UsageError
 from pipeline.regression.gates import (
+    live_release_absent,
     live_release_failed,
     live_release_served,
     same_bytes,
@@ -28,7 +29,8 @@ from pipeline.regression.side_by_side import CANDIDATE, LIVE, ServerDied, measur
 from pipeline.release.manifest import read_manifest
 from pipeline.release.regression import live_release
 from pipeline.release.store import store_for
-from pipeline.results import Gate, StageResult, Status
+from pipeline.results import StageResult, Status
+from pipeline.servers.base import ModelServer
 
 NAME = "regression"
 USES_SERVER = True
@@ -62,9 +64,8 @@ def run(ctx: RunContext) -> StageResult:
         return _failed(live.problem, details)
     if live.release_id is None:
         return StageResult(NAME, Status.PASSED, f"nothing is live in {environment}: "
-                           "nothing to compare", gates=[Gate(
-                               "regression.live_release", "no live release", "served side "
-                               "by side", True)], details=details)
+                           "nothing to compare", gates=[live_release_absent()],
+                           details=details)
     try:
         manifest = read_manifest(store, ctx.loaded.spec.name, live.release_id)
     except (UsageError, StoreError) as exc:
@@ -77,7 +78,7 @@ def run(ctx: RunContext) -> StageResult:
     return _measured(ctx, served.release_id, served.server, served.cold_start_s, details)
 
 
-def _measured(ctx: RunContext, release_id: str, live_server: Any, cold_start_s: float,
+def _measured(ctx: RunContext, release_id: str, live_server: ModelServer, cold_start_s: float,
               details: dict[str, Any]) -> StageResult:
     stage = ctx.loaded.spec.stages.regression
     settings = paired_settings(stage)

@@ -18,6 +18,11 @@ def live_release_failed(reason: str) -> Gate:
     return Gate(LIVE_RELEASE_GATE, f"not served: {reason}", SERVED, False, reason=reason)
 
 
+def live_release_absent() -> Gate:
+    """Nothing is live in the target environment (a first promotion): nothing to compare."""
+    return Gate(LIVE_RELEASE_GATE, "no live release", SERVED, True)
+
+
 def live_release_served(release_id: str) -> Gate:
     return Gate(LIVE_RELEASE_GATE, release_id, SERVED, True)
 

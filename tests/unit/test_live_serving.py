@@ -4,6 +4,7 @@ before any server starts (the starts themselves: tests/integration)."""
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,11 @@ from pipeline.context import RunContext
 from pipeline.regression.live_serving import LiveUnservable, live_spec, serve_live
 from pipeline.release.store import open_store
 from pipeline.release.store.base import Store
+from pipeline.results import Status
 from pipeline.spec.loading import load_spec
 from pipeline.spec.models import LoadedSpec
+from pipeline.spec.stage_settings import RegressionStage
+from stages import regression
 
 
 def manifest_with(store: Store, **blobs: bytes) -> dict[str, Any]:
@@ -73,3 +77,21 @@ def test_a_release_on_another_device_is_not_served_here(project: Path,
                          resources=resources)
         with pytest.raises(LiveUnservable, match="runs on gpu, this run on cpu"):
             serve_live(ctx, store, manifest_with(store, spec=own.encode()))
+
+
+@pytest.mark.parametrize(("settings", "environment", "why"), [
+    ({}, "staging", "the regression check is off"),
+    ({"gate": True, "against": "recorded"}, "staging", "decided on the recorded run"),
+    ({"gate": True}, None, "no target environment"),
+])
+def test_the_stage_says_why_it_does_not_run(project: Path, settings: dict[str, Any],
+                                            environment: str | None, why: str) -> None:
+    loaded = load_spec(project / "serve.yaml", environment)
+    stages = loaded.spec.stages.model_copy(
+        update={"regression": RegressionStage.model_validate(settings)})
+    loaded = replace(loaded, spec=loaded.spec.model_copy(update={"stages": stages}))
+    with ExitStack() as resources:
+        ctx = RunContext(loaded=loaded, run_id="r", run_dir=project / "run", env={},
+                         resources=resources)
+        result = regression.run(ctx)
+    assert result.status is Status.SKIPPED and why in result.message
