@@ -19,6 +19,12 @@ from typing import Final
 READINESS_STAGE: Final = "readiness"
 LATENCY_STAGE: Final = "latency"
 SATURATION_STAGE: Final = "saturation"
+# The side-by-side regression check: per watched metric `<metric>_live`,
+# `<metric>_candidate` and `<metric>_ratio` (candidate / live), and these.
+REGRESSION_STAGE: Final = "regression"
+REGRESSION_ROUNDS: Final = "rounds"
+LIVE_COLD_START_S: Final = "live_cold_start_s"
+SIDE_BY_SIDE_S: Final = "side_by_side_s"
 
 # Client-side latency of a measured window (milliseconds), errors and throughput.
 P50_MS: Final = "p50_ms"

@@ -20,9 +20,19 @@ from pipeline.provenance import git_state
 from pipeline.record import RunRecord, ServerInfo, write_record
 from pipeline.release.manifest import iso, utc_now
 from pipeline.results import StageResult, Status
-from stages import build, latency, parity, publish, readiness, saturation, start
+from stages import (
+    build,
+    latency,
+    parity,
+    publish,
+    readiness,
+    regression,
+    saturation,
+    start,
+)
 
-STAGES: tuple[ModuleType, ...] = (build, start, readiness, parity, latency, saturation, publish)
+STAGES: tuple[ModuleType, ...] = (build, start, readiness, parity, latency, saturation,
+                                  regression, publish)
 
 
 class Observer(Protocol):

@@ -23,6 +23,7 @@ from pipeline.release.store.base import Store
 from pipeline.results import Gate, StageResult, Status
 
 NAME = "publish"
+RECORDED_BASIS = "against a recorded run of another day"
 
 
 def manifest_body(ctx: RunContext) -> dict[str, Any]:
@@ -89,19 +90,22 @@ def _against_live(ctx: RunContext, store: Store) -> tuple[list[Gate], dict[str, 
     if environment is None:
         return [], {}
     settings = ctx.loaded.spec.stages.regression
+    # Side by side, the regression stage decided; this comparison is information only.
+    decides = settings.gate and settings.against == "recorded"
     live = live_release(store, ctx.loaded.spec.name, environment)
     if live.problem is not None:
         details = {"comparison": {"environment": environment,
                                   "baseline_release_id": live.release_id,
                                   "unavailable": live.problem}}
-        return ([live_release_gate(live)] if settings.gate else []), details
+        return ([live_release_gate(live)] if decides else []), details
     if live.verification is None:
         details = {"comparison": {"environment": environment, "baseline_release_id": None}}
-        return ([live_release_gate(live)] if settings.gate else []), details
+        return ([live_release_gate(live)] if decides else []), details
     record = RunRecord(stages=list(ctx.results), server=ServerInfo(ctx.loaded.spec.server.kind))
     gates, deltas = regression_gates(record, live.verification, settings)
     regressed = [f"{d.stage}.{d.metric} {d.change_text}" for d in deltas if d.regressed]
     comparison: dict[str, Any] = {"environment": environment,
+                                  "basis": RECORDED_BASIS, "decides": decides,
                                   "baseline_release_id": live.release_id,
                                   "tolerance": settings.tolerance.fraction,
                                   "regressions": regressed}
@@ -109,7 +113,7 @@ def _against_live(ctx: RunContext, store: Store) -> tuple[list[Gate], dict[str, 
     if fallbacks:
         comparison["fallbacks"] = fallbacks
     gates = [live_release_gate(live), *gates]
-    return (gates if settings.gate else []), {"comparison": comparison}
+    return (gates if decides else []), {"comparison": comparison}
 
 
 def run(ctx: RunContext) -> StageResult:
@@ -170,7 +174,8 @@ def run(ctx: RunContext) -> StageResult:
         message += f"; not compared with the live release ({unavailable})"
     regressions = comparison.get("comparison", {}).get("regressions")
     if regressions:
-        message += f"; worse than the live release: {', '.join(regressions[:4])}"
+        message += (f"; worse than the live release ({RECORDED_BASIS}): "
+                    f"{', '.join(regressions[:4])}")
     return StageResult(NAME, Status.PASSED, message, gates=gates,
                        metrics={"uploaded_blobs": float(outcome.uploaded_blobs),
                                 "uploaded_bytes": float(outcome.uploaded_bytes),

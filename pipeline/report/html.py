@@ -17,6 +17,7 @@ from pipeline.report.capacity import capacity as capacity_view
 from pipeline.report.compare import DEFAULT_TOLERANCE, Direction, comparability_note, compare
 from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
 from pipeline.report.load_workers import worker_lines
+from pipeline.report.regression_view import side_by_side
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
 
@@ -324,9 +325,40 @@ def _batches(parent: ET.Element, record: RunRecord) -> None:
         add_element(item, "span", "preferred, never formed")
 
 
+def _side_by_side(parent: ET.Element, record: RunRecord) -> None:
+    view = side_by_side(record)
+    if view is None:
+        return
+    section = add_section(parent, "Against the live release, side by side", cls="wide")
+    section.set("id", "side-by-side-regression")
+    summary = add_element(section, "p")
+    badge = {"no regression": "pass", "regression": "fail"}.get(view.outcome, "warn")
+    add_element(summary, "span", view.outcome, cls=f"badge {badge}").tail = (
+        f" against live release {view.release_id}: both served on this machine, "
+        f"{view.rounds} interleaved rounds, margin {view.margin:.0%} (candidate / live)."
+        + (" Same model and config digests as the live release." if view.same_bytes else ""))
+    body = add_table(section, [(h, "num" if h not in ("metric", "verdict") else "")
+                               for h in ("metric", "live", "candidate", "ratio", "interval",
+                                         "limit", "verdict")], table_id="watched")
+    for watched in view.rows:
+        row = add_element(body, "tr")
+        for value in (watched.metric, watched.live, watched.candidate, watched.ratio,
+                      watched.interval, watched.limit, watched.outcome):
+            add_element(row, "td", value)
+    fold = add_element(section, "details")
+    add_element(fold, "summary", "Every window, as measured")
+    keys = ("round", "server", "p50_ms", "p95_ms", "p99_ms", "throughput_rps", "errors")
+    windows = add_table(fold, [(key, "") for key in keys], table_id="regression-windows")
+    for window in view.windows:
+        row = add_element(windows, "tr")
+        for key in keys:
+            add_element(row, "td", str(window.get(key, "")))
+
+
 def _comparison(parent: ET.Element, record: RunRecord,
                 baseline: RunRecord | None, tolerance: float) -> None:
-    section = add_section(parent, "Compared with the live release", cls="wide")
+    section = add_section(parent, "Compared with the live release: against a recorded run "
+                          "of another day", cls="wide")
     section.set("id", "comparison")
     if baseline is None:
         add_element(section, "p", "Not compared: no live release was given.", cls="muted")
@@ -408,6 +440,7 @@ def render_html(record: RunRecord, baseline: RunRecord | None = None, *,
     charts_row = add_element(main, "div", cls="grid")
     _knee(charts_row, record)
     _batches(charts_row, record)
+    _side_by_side(main, record)
     _comparison(main, record, baseline, tolerance)
     _provenance(main, record)
     return "<!DOCTYPE html>\n" + ET.tostring(html, encoding="unicode", method="html") + "\n"

@@ -11,6 +11,7 @@ from pipeline.report.capacity import capacity as capacity_view
 from pipeline.report.compare import DEFAULT_TOLERANCE, comparability_note, compare
 from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
 from pipeline.report.load_workers import worker_lines
+from pipeline.report.regression_view import side_by_side
 
 STATUS_ICON = {"passed": "✅", "failed": "❌", "aborted": "⏹️", "skipped": "⏭️",
                "running": "⏳"}
@@ -141,11 +142,35 @@ def _knee(record: RunRecord) -> list[str]:
     return lines
 
 
+WINDOW_KEYS = ("round", "server", "p50_ms", "p95_ms", "p99_ms", "throughput_rps", "errors",
+               "requests")
+
+
+def _side_by_side(record: RunRecord) -> list[str]:
+    view = side_by_side(record)
+    if view is None:
+        return []
+    icon = {"no regression": "✅", "regression": "❌"}.get(view.outcome, "⚠️")
+    lines = ["### Against the live release, side by side", "",
+             f"{icon} **{view.outcome}** against live release {code(view.release_id)}: both "
+             f"served on this machine and measured in {view.rounds} interleaved rounds; a "
+             f"metric may be {view.margin:.0%} worse (candidate / live).", ""]
+    if view.same_bytes:
+        lines += ["Same model and config digests as the live release.", ""]
+    rows = [[cell(r.metric), r.live, r.candidate, r.ratio, r.interval, r.limit, r.outcome]
+            for r in view.rows]
+    lines += _table(["metric", "live", "candidate", "ratio", "interval", "limit",
+                     "verdict"], rows, "lrrrrrl")
+    windows = [[cell(w.get(key, "")) for key in WINDOW_KEYS] for w in view.windows]
+    return [*lines, "<details><summary>Every window, as measured</summary>", "",
+            *_table(list(WINDOW_KEYS), windows, "rlrrrrrr"), "</details>", ""]
+
+
 def _comparison(record: RunRecord, baseline: RunRecord | None,
                 tolerance: float) -> list[str]:
     if baseline is None:
         return []
-    lines = ["### Compared with the live release", "",
+    lines = ["### Compared with the live release: against a recorded run of another day", "",
              f"Live release {code(baseline.release_id or '—')} (run "
              f"{code(baseline.run_id or '—')}); a regression is a change for the "
              f"worse beyond {tolerance:.0%}.", ""]
@@ -173,5 +198,5 @@ def _comparison(record: RunRecord, baseline: RunRecord | None,
 def render_markdown(record: RunRecord, baseline: RunRecord | None = None, *,
                     tolerance: float = DEFAULT_TOLERANCE) -> str:
     lines = [*_header(record), *_gates(record), *_measurements(record), *_knee(record),
-             *_comparison(record, baseline, tolerance)]
+             *_side_by_side(record), *_comparison(record, baseline, tolerance)]
     return "\n".join(lines).rstrip() + "\n"

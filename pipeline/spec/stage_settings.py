@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
 from typing import Annotated, Literal
 
@@ -19,6 +20,8 @@ from pipeline.spec.units import (
     SizeField,
 )
 
+# What the side-by-side regression verdict can watch (pipeline/regression/paired.py).
+WatchedSideBySide = Literal["p99_ms", "p95_ms", "p50_ms", "error_rate", "throughput_rps"]
 # How many processes send a stage's load (pipeline/measure/distributed/).
 LoadWorkers = Annotated[int, Field(ge=1, le=1024)] | Literal["auto"]
 
@@ -191,6 +194,37 @@ class RegressionStage(StrictModel):
         "stage.metric names that the gate watches (the report compares all of them); "
         "an unknown name is a spec error. Known: " + ", ".join(sorted(metric_names.WATCHABLE))
         + "."))
+    against: Literal["side_by_side", "recorded"] = Field(default="side_by_side", description=(
+        "What decides the gate. side_by_side: the live release is served from the store "
+        "next to the candidate and both are measured in interleaved rounds (A B B A ...), "
+        "judged by a paired test against `margin`; the recorded comparison stays as "
+        "information. recorded: this run's numbers against the live release's recorded "
+        "ones (another day, perhaps another machine), with `tolerance`."))
+    margin: PercentageField = Field(default=Percentage(0.1, "10%"), description=(
+        "Side by side: how much worse (candidate / live) a watched metric may be; the "
+        "verdict is no regression only when the ratio's confidence interval lies within."))
+    watch: list[WatchedSideBySide] = Field(
+        default_factory=lambda: list(typing.get_args(WatchedSideBySide)),
+        min_length=1, description=(
+            "Side by side: the metrics the paired verdict decides on, per round at the "
+            "latency stage's concurrency."))
+    error_rate_margin: PercentageField = Field(default=Percentage(0.001, "0.1%"), description=(
+        "Side by side: an error rate this much higher in absolute terms is never a "
+        "regression (0 errors against 1 in 8,000 is not infinitely worse)."))
+    confidence: Annotated[PercentageField, _fraction_within(
+        0.5, 0.9999, "confidence", "confidence must be in 50%..99.99%")] = Field(
+        default=Percentage(0.95, "95%"), description=(
+            "Side by side: coverage of each ratio's interval, over all looks together."))
+    window: DurationField = Field(default=Duration(250_000_000, "250ms"), description=(
+        "Side by side: each server's window per round. Short windows keep a round's two "
+        "windows close in time, so they share the machine's state: on a busy 2-core "
+        "machine 64 rounds of 250ms bounded the ratio ~2.5x tighter than 24 of 1s."))
+    first_look: int = Field(default=16, ge=6, le=400, description=(
+        "Side by side: rounds before the verdict is first looked at."))
+    look_every: int = Field(default=16, ge=1, le=400, description=(
+        "Side by side: rounds between later looks."))
+    max_rounds: int = Field(default=64, ge=6, le=1000, description=(
+        "Side by side: the cap; still undecided then, the verdict is inconclusive."))
 
 
 class StagesSpec(StrictModel):

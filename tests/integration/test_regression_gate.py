@@ -35,7 +35,8 @@ def test_an_unreadable_live_release_blocks_publish_under_the_gate(fast_project: 
     verification_blob(store, "fraud-mlp", live["current"]).unlink()
 
     spec.write_text(spec.read_text().replace(
-        "failure: {}", "failure: {}\n  regression: {gate: true, metrics: [latency.p99_ms]}"))
+        "failure: {}", "failure: {}\n  regression: {gate: true, against: recorded, "
+        "metrics: [latency.p99_ms]}"))
     blocked = cli(["promote", "staging"], fast_project)
     assert blocked.returncode == 1, blocked.stdout + blocked.stderr
     [line] = [s for s in blocked.stderr.splitlines() if s.startswith("error:")]

@@ -44,8 +44,8 @@ def test_a_slower_config_is_flagged_and_the_gate_blocks_it(fast_project: Path,
 
     rolled = cli(["rollback", "staging"], fast_project)
     assert rolled.returncode == 0, rolled.stderr
-    spec.write_text(spec.read_text().replace("failure: {}",
-                                             "failure: {}\n  regression: {gate: true}"))
+    spec.write_text(spec.read_text().replace(
+        "failure: {}", "failure: {}\n  regression: {gate: true, against: recorded}"))
     blocked = cli(["promote", "staging"], fast_project)
     assert blocked.returncode == 1
     assert "regression against the live release" in blocked.stderr

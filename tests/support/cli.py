@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-STAGE_ORDER = ("build", "start", "readiness", "parity", "latency", "saturation", "publish")
+STAGE_ORDER = ("build", "start", "readiness", "parity", "latency", "saturation",
+               "regression", "publish")
 
 
 def cli(args: list[str], cwd: Path, timeout: float = 300,

@@ -1,0 +1,1 @@
+"""The regression check: the candidate against the live release, measured side by side."""

@@ -1,0 +1,54 @@
+"""The side-by-side verdict as gates: one per watched metric, and the live release's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pipeline.regression.outcome import GATE_OUTCOME
+from pipeline.regression.paired import ERROR_RATE, RATIO_METRICS, MetricVerdict, PairedVerdict
+from pipeline.results import Gate
+from pipeline.servers.base import BuiltArtifact
+
+LIVE_RELEASE_GATE = "regression.live_release"
+SERVED = "served side by side"
+
+
+def live_release_failed(reason: str) -> Gate:
+    return Gate(LIVE_RELEASE_GATE, f"not served: {reason}", SERVED, False, reason=reason)
+
+
+def live_release_absent() -> Gate:
+    """Nothing is live in the target environment (a first promotion): nothing to compare."""
+    return Gate(LIVE_RELEASE_GATE, "no live release", SERVED, True)
+
+
+def live_release_served(release_id: str) -> Gate:
+    return Gate(LIVE_RELEASE_GATE, release_id, SERVED, True)
+
+
+def metric_gate(verdict: MetricVerdict, error_rate_allowance: float) -> Gate:
+    outcome = GATE_OUTCOME[verdict.outcome]
+    name = f"regression.{verdict.metric}"
+    interval = (verdict.ratio_low, verdict.ratio_high)
+    if verdict.metric == ERROR_RATE:
+        threshold = (f"ratio <= {verdict.limit:g} or at most {error_rate_allowance:.3%} "
+                     "above the live release")
+        return Gate(name, verdict.candidate, threshold, outcome == "passed", "", "", outcome,
+                    interval, verdict.rounds, verdict.reason)
+    comparison = "<=" if RATIO_METRICS[verdict.metric] == "lower" else ">="
+    observed = round(verdict.ratio, 4) if verdict.ratio is not None else None
+    return Gate(name, observed, round(verdict.limit, 4), outcome == "passed", comparison,
+                "x", outcome, interval, verdict.rounds, verdict.reason)
+
+
+def verdict_gates(verdict: PairedVerdict, error_rate_allowance: float) -> list[Gate]:
+    return [metric_gate(metric, error_rate_allowance) for metric in verdict.metrics]
+
+
+def same_bytes(build: BuiltArtifact, manifest: Mapping[str, Any]) -> dict[str, bool]:
+    """Whether the candidate's model and config digests equal the live release's."""
+    model = manifest.get("model") or {}
+    config = manifest.get("config") or {}
+    return {"model": model.get("sha256") == build.model_digest,
+            "config": config.get("sha256") == build.config_digest}

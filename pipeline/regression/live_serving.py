@@ -1,0 +1,108 @@
+"""The release live in the target environment, served here next to the candidate.
+
+It comes from the store as it was published: every blob integrity-checked, its
+artifact unpacked (never rebuilt), its config rendered from its own spec (the spec
+blob of the release) and checked against the config digest the release recorded, and
+started as its release describes, on free loopback ports. Anything on that path that
+fails is a reason (`LiveUnservable`), and the regression check fails closed with it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pipeline.context import RunContext
+from pipeline.errors import PipelineError
+from pipeline.release.manifest import verify_release
+from pipeline.release.store.base import Store
+from pipeline.servers import server_kind
+from pipeline.servers.base import BuiltArtifact, ModelServer
+from pipeline.servers.ports import loopback_ports
+from pipeline.spec.models import EnvironmentPolicy, LoadedSpec, Spec
+
+
+class LiveUnservable(Exception):
+    """Why the live release cannot be served here, in one line."""
+
+
+@dataclass(frozen=True)
+class ServedLive:
+    release_id: str
+    loaded: LoadedSpec
+    artifact: BuiltArtifact
+    server: ModelServer
+    cold_start_s: float
+
+
+def _blob(manifest: dict[str, Any], role: str) -> str:
+    for blob in manifest.get("blobs") or []:
+        if isinstance(blob, dict) and blob.get("role") == role:
+            return str(blob["digest"])
+    raise LiveUnservable(f"its manifest names no {role} blob")
+
+
+def live_spec(store: Store, manifest: dict[str, Any], candidate: LoadedSpec) -> LoadedSpec:
+    """The spec the live release was verified with (its own batching, instances, config),
+    resolved against this workspace."""
+    try:
+        body = json.loads(store.read_blob(_blob(manifest, "spec")))
+        spec = Spec.model_validate(body["spec"])
+        policy = EnvironmentPolicy.model_validate(body.get("policy") or {})
+    except (PipelineError, ValueError, KeyError, TypeError, ValidationError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise LiveUnservable(f"its spec blob cannot be read: {first}") from None
+    return LoadedSpec(spec, policy, body.get("environment"), candidate.path,
+                      candidate.workspace, ())
+
+
+def _restored(store: Store, manifest: dict[str, Any], loaded: LoadedSpec,
+              folder: Path) -> BuiltArtifact:
+    problems = verify_release(store, manifest)
+    if problems:
+        raise LiveUnservable("integrity check failed: " + "; ".join(problems))
+    archive, digest = folder / "artifact", str(manifest["artifact"]["sha256"])
+    store.fetch_blob(digest, archive)
+    model = manifest["model"]
+    model_file = folder / ("model" + Path(str(model.get("source", ""))).suffix)
+    store.fetch_blob(str(model["sha256"]), model_file)
+    artifact = server_kind(loaded.spec.server.kind).restore(loaded, archive, digest,
+                                                            model_file, folder)
+    recorded = (manifest.get("config") or {}).get("sha256")
+    if artifact.config_digest != recorded:
+        raise LiveUnservable(f"its {artifact.config_name} renders to sha256 "
+                             f"{artifact.config_digest[:12]}, the release recorded "
+                             f"{str(recorded)[:12]}")
+    return artifact
+
+
+def serve_live(ctx: RunContext, store: Store, manifest: dict[str, Any]) -> ServedLive:
+    """Start the live release beside the candidate; stopped when the run's resources
+    close. LiveUnservable says why it could not be."""
+    release_id = str(manifest.get("release_id"))
+    loaded = live_spec(store, manifest, ctx.loaded)
+    server_spec = loaded.spec.server
+    if server_spec.runtime != "process":
+        raise LiveUnservable(f"it runs in a container image ({server_spec.runtime} runtime), "
+                             "not served side by side here")
+    if server_spec.device != ctx.loaded.spec.server.device:
+        raise LiveUnservable(f"it runs on {server_spec.device}, this run on "
+                             f"{ctx.loaded.spec.server.device}")
+    folder = ctx.run_dir / "live-release"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        artifact = _restored(store, manifest, loaded, folder)
+        kind = server_kind(server_spec.kind)
+        server = kind.launch(loaded, artifact, loopback_ports(kind.port_names), folder,
+                             ctx.env)
+        ctx.resources.push(server)
+        server.start()
+        cold_start_s = server.wait_ready(ctx.loaded.spec.stages.readiness.timeout.seconds)
+    except (PipelineError, OSError, KeyError, TypeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise LiveUnservable(f"cannot be started: {first}") from None
+    return ServedLive(release_id, loaded, artifact, server, cold_start_s)

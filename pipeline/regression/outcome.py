@@ -1,0 +1,11 @@
+"""The three outcomes of a regression verdict."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Outcome = Literal["no_regression", "regression", "inconclusive"]
+OUTCOMES: tuple[Outcome, ...] = ("no_regression", "regression", "inconclusive")
+# How a verdict reads as a gate: only a clear "no regression" passes.
+GATE_OUTCOME: dict[Outcome, str] = {"no_regression": "passed", "regression": "failed",
+                                    "inconclusive": "inconclusive"}

@@ -1,0 +1,220 @@
+"""The paired verdict: is the candidate worse than the live release by more than a margin?
+
+Both servers are measured in rounds; each round gives each server one window at the
+same load, back to back (A B, then B A: pipeline/compare/plan.py), so a round's two
+windows share the machine's state. Per round and watched metric the candidate-to-live
+ratio is taken, and the verdict is drawn on log ratios over rounds:
+
+- Method: the Hodges-Lehmann interval of the median log ratio (Wilcoxon signed rank,
+  pipeline/regression/signed_rank.py). Why this one: rounds, not requests, are the unit
+  (requests within a window share batches and machine state and are not independent;
+  rounds are close to it); it is exact for any n with no distribution assumed beyond
+  symmetry of the paired differences, which holds under "no difference" because which
+  server goes first alternates; one odd round (a neighbour's burst) moves it by one
+  rank instead of dragging a mean; and with the same rounds it is much tighter than a
+  sign test's, which needs ~2x the rounds for the same bound. A bootstrap would be too
+  narrow at 8-16 rounds, a permutation test of means too sensitive to one odd round.
+- Non-inferiority: for a lower-is-better metric (latencies) no_regression when the
+  upper bound of the ratio is below 1 + margin, regression when its lower bound is
+  above it; for throughput the same against 1 - margin, mirrored. Otherwise
+  inconclusive. A candidate 3% slower clears a 10% margin once the interval is
+  narrower than 7%; a candidate 25% slower is refused once it is narrower than 15%.
+- Error rate is compared by counts summed over rounds (error_counts.py), never as a
+  ratio of rates; it is refused only when surely worse beyond both margins.
+- Sequential: the verdict is looked at after `first_look` rounds, then every
+  `look_every`, up to `max_rounds`, and stops at the first look where every metric is
+  decided or one is a regression. Each look is taken at error (1 - confidence) / looks
+  (a union bound over the looks), so the stated error holds for the whole sequence.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pipeline.regression.error_counts import compare_errors
+from pipeline.regression.outcome import Outcome
+from pipeline.regression.signed_rank import median_interval
+
+Direction = Literal["lower", "higher"]
+RATIO_METRICS: dict[str, Direction] = {"p99_ms": "lower", "p95_ms": "lower",
+                                       "p50_ms": "lower", "throughput_rps": "higher"}
+ERROR_RATE = "error_rate"
+WATCHABLE: tuple[str, ...] = (*RATIO_METRICS, ERROR_RATE)
+# A zero throughput or latency (a window with nothing completed) is clamped, so its log
+# ratio is huge and decides rather than breaking the arithmetic.
+_FLOOR = 1e-6
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    """What one server did in one window of a round."""
+
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    throughput_rps: float
+    errors: int
+    requests: int
+
+    def value(self, metric: str) -> float:
+        return float(getattr(self, metric))
+
+
+@dataclass(frozen=True)
+class PairedRound:
+    candidate: WindowFigures
+    live: WindowFigures
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When the verdict is looked at: after `first_look` rounds, then every `look_every`."""
+
+    first_look: int
+    look_every: int
+    max_rounds: int
+
+    def looks(self) -> list[int]:
+        points = list(range(self.first_look, self.max_rounds + 1, max(self.look_every, 1)))
+        return points if points and points[-1] == self.max_rounds else [*points,
+                                                                        self.max_rounds]
+
+    def error_per_look(self, confidence: float) -> float:
+        return (1 - confidence) / len(self.looks())
+
+
+@dataclass(frozen=True)
+class MetricVerdict:
+    metric: str
+    outcome: Outcome
+    live: float                 # medians over rounds (error rate: pooled)
+    candidate: float
+    ratio: float | None         # candidate / live (Hodges-Lehmann); None: error rate at 0/0
+    ratio_low: float | None     # None: unbounded at this many rounds
+    ratio_high: float | None
+    limit: float                # the ratio the margin allows
+    rounds: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class PairedVerdict:
+    outcome: Outcome
+    metrics: tuple[MetricVerdict, ...]
+    rounds: int
+    looks: int
+    margin: float
+    confidence: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "rounds": self.rounds, "looks": self.looks,
+                "margin": self.margin, "confidence": self.confidence,
+                "metrics": [verdict.to_json() for verdict in self.metrics]}
+
+    @property
+    def is_clear(self) -> bool:
+        """Decided: one metric is a regression, or every metric is clear of one."""
+        outcomes = {verdict.outcome for verdict in self.metrics}
+        return "regression" in outcomes or outcomes == {"no_regression"}
+
+
+def _exp(value: float | None) -> float | None:
+    return None if value is None else math.exp(value)
+
+
+def judge_ratio(metric: str, rounds: Sequence[PairedRound], margin: float,
+                error: float) -> MetricVerdict:
+    """The non-inferiority verdict of one ratio metric over `rounds`."""
+    direction = RATIO_METRICS[metric]
+    candidate = [r.candidate.value(metric) for r in rounds]
+    live = [r.live.value(metric) for r in rounds]
+    logs = [math.log(max(new, _FLOOR) / max(old, _FLOOR))
+            for new, old in zip(candidate, live, strict=True)]
+    interval = median_interval(logs, error)
+    low, high = _exp(interval.low), _exp(interval.high)
+    limit = 1 + margin if direction == "lower" else 1 - margin
+    worse = "above" if direction == "lower" else "below"
+    if direction == "lower":
+        cleared = high is not None and high < limit
+        refused = low is not None and low > limit
+    else:
+        cleared = low is not None and low > limit
+        refused = high is not None and high < limit
+    if cleared:
+        outcome: Outcome = "no_regression"
+        reason = f"the ratio's interval lies clear of {limit:g}"
+    elif refused:
+        outcome, reason = "regression", f"the ratio's interval lies {worse} {limit:g}"
+    elif low is None:
+        outcome, reason = "inconclusive", f"{len(rounds)} rounds cannot bound the ratio"
+    else:
+        outcome, reason = "inconclusive", f"the ratio's interval straddles {limit:g}"
+    return MetricVerdict(metric, outcome, statistics.median(live), statistics.median(candidate),
+                         math.exp(interval.estimate), low, high, limit, len(rounds), reason)
+
+
+def judge_error_rate(rounds: Sequence[PairedRound], margin: float, allowance: float,
+                     error: float) -> MetricVerdict:
+    candidate = (sum(r.candidate.errors for r in rounds), sum(r.candidate.requests
+                                                             for r in rounds))
+    live = (sum(r.live.errors for r in rounds), sum(r.live.requests for r in rounds))
+    compared = compare_errors(candidate, live, margin, allowance, error)
+    ratio = None
+    if live[0] and candidate[1] and live[1]:
+        ratio = compared.candidate_rate / compared.live_rate
+    high = None if math.isinf(compared.ratio_high) else compared.ratio_high
+    return MetricVerdict(ERROR_RATE, compared.outcome, compared.live_rate,
+                         compared.candidate_rate, ratio, compared.ratio_low, high,
+                         1 + margin, len(rounds), compared.reason)
+
+
+def judge(rounds: Sequence[PairedRound], metrics: Sequence[str], margin: float,
+          error: float, error_rate_allowance: float, confidence: float,
+          looks: int) -> PairedVerdict:
+    """Every watched metric at one look, each bound wrong with probability <= `error`."""
+    verdicts = tuple(
+        judge_error_rate(rounds, margin, error_rate_allowance, error) if metric == ERROR_RATE
+        else judge_ratio(metric, rounds, margin, error) for metric in metrics)
+    outcomes = {verdict.outcome for verdict in verdicts}
+    outcome: Outcome = ("regression" if "regression" in outcomes else
+                        "no_regression" if outcomes == {"no_regression"} else "inconclusive")
+    return PairedVerdict(outcome, verdicts, len(rounds), looks, margin, confidence)
+
+
+@dataclass(frozen=True)
+class PairedSettings:
+    metrics: tuple[str, ...]
+    margin: float
+    error_rate_allowance: float
+    confidence: float
+    schedule: Schedule
+
+
+def run_sequential(next_round: Callable[[int], PairedRound],
+                   settings: PairedSettings) -> tuple[PairedVerdict, list[PairedRound]]:
+    """Measure rounds (`next_round(index)`) until a look is clear or the cap; the verdict
+    of the last look and every round measured."""
+    schedule = settings.schedule
+    looks = set(schedule.looks())
+    error = schedule.error_per_look(settings.confidence)
+    rounds: list[PairedRound] = []
+    verdict: PairedVerdict | None = None
+    taken = 0
+    while len(rounds) < schedule.max_rounds:
+        rounds.append(next_round(len(rounds)))
+        if len(rounds) not in looks:
+            continue
+        taken += 1
+        verdict = judge(rounds, settings.metrics, settings.margin, error,
+                        settings.error_rate_allowance, settings.confidence, taken)
+        if verdict.is_clear:
+            break
+    assert verdict is not None  # the last round is always a look
+    return verdict, rounds

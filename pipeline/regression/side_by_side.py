@@ -1,0 +1,110 @@
+"""Candidate and live release measured with the same load plan, interleaved by rounds.
+
+The plan is `compare`'s (pipeline/compare/plan.py): one load point (the latency stage's
+concurrency), and in each round each server takes one window, the order alternating
+(candidate, live, then live, candidate, ...), so drift of the machine favours neither.
+Rounds are measured until the paired verdict (paired.py) is clear or its cap. Each
+window's figures are kept as measured, for the record and the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline import metric_names as m
+from pipeline.compare.plan import Window, interleaved, is_interleaved
+from pipeline.context import RunContext
+from pipeline.errors import ServerError
+from pipeline.measure.load_result import LoadResult
+from pipeline.measure.windows import closed_window, load_target
+from pipeline.regression.paired import (
+    PairedRound,
+    PairedSettings,
+    PairedVerdict,
+    WindowFigures,
+    run_sequential,
+)
+from pipeline.servers.base import ModelServer
+
+STAGE = "regression"
+CANDIDATE, LIVE = "candidate", "live"
+
+
+class ServerDied(Exception):
+    """One of the two servers died during the side-by-side windows; `who` says which."""
+
+    def __init__(self, who: str, reason: str) -> None:
+        super().__init__(f"{who}: {reason}")
+        self.who = who
+
+
+@dataclass
+class SideBySide:
+    verdict: PairedVerdict
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    measured_s: float = 0.0
+
+    @property
+    def sequence(self) -> list[str]:
+        return [str(window["server"]) for window in self.windows]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict.to_json(), "windows": self.windows,
+                "interleaved": is_interleaved(self.sequence),
+                "measured_s": round(self.measured_s, 3)}
+
+
+def figures(result: LoadResult) -> WindowFigures:
+    summary = result.summary()
+    return WindowFigures(summary[m.P50_MS], summary[m.P95_MS], summary[m.P99_MS],
+                         summary[m.THROUGHPUT_RPS], result.error_count,
+                         result.completed + result.error_count)
+
+
+def measure_side_by_side(ctx: RunContext, servers: dict[str, ModelServer],
+                         settings: PairedSettings, window_s: float,
+                         announce: Callable[[str], None]) -> SideBySide:
+    """`servers`: the candidate and the live release, both ready. ServerDied when one dies."""
+    concurrency = ctx.loaded.spec.stages.latency.concurrency
+    targets = {who: load_target(ctx, server) for who, server in servers.items()}
+    _warm_up(ctx, servers, targets, concurrency)
+    plan = interleaved((CANDIDATE, LIVE), [concurrency], settings.schedule.max_rounds)
+    windows: list[dict[str, Any]] = []
+    total = [0.0]
+
+    def one(window: Window) -> WindowFigures:
+        announce(f"round {window.round + 1}: {window.kind} at concurrency {concurrency}")
+        try:
+            result = closed_window(ctx, servers[window.kind], targets[window.kind], STAGE,
+                                   concurrency, window_s,
+                                   f"round {window.round + 1}: {window.kind}")
+        except ServerError as exc:
+            raise ServerDied(window.kind, str(exc)) from None
+        total[0] += result.duration_s
+        measured = figures(result)
+        windows.append({"round": window.round, "server": window.kind,
+                        **{key: round(value, 4) if isinstance(value, float) else value
+                           for key, value in measured.__dict__.items()}})
+        return measured
+
+    def next_round(index: int) -> PairedRound:
+        got = {window.kind: one(window) for window in plan if window.round == index}
+        return PairedRound(got[CANDIDATE], got[LIVE])
+
+    verdict, _ = run_sequential(next_round, settings)
+    return SideBySide(verdict, windows, total[0])
+
+
+def _warm_up(ctx: RunContext, servers: dict[str, ModelServer], targets: dict[str, Any],
+             concurrency: int) -> None:
+    """The live release starts cold: it gets the latency stage's warm-up; the candidate,
+    warm from the stages before, a short one so that both start from served traffic."""
+    warmup = ctx.loaded.spec.stages.latency.warmup.seconds
+    for who, seconds in ((LIVE, warmup), (CANDIDATE, min(warmup, 1.0))):
+        try:
+            closed_window(ctx, servers[who], targets[who], STAGE, concurrency, seconds,
+                          f"{who}: warm-up")
+        except ServerError as exc:
+            raise ServerDied(who, f"during the warm-up: {exc}") from None

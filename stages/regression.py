@@ -1,0 +1,119 @@
+"""regression: the candidate against the release live in the target environment, served
+side by side on this machine and measured in interleaved rounds (pipeline/regression/).
+
+Runs when `stages.regression.gate` is on, `against` is side_by_side and the target
+environment has a live release; the recorded comparison in publish then is information
+only. Fail closed: a live release that cannot be read, integrity-checked or started
+fails `regression.live_release` with the reason, and nothing is published.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pipeline import metric_names as m
+from pipeline.context import RunContext
+from pipeline.errors import ServerError, StoreError, UsageError
+from pipeline.regression.gates import (
+    live_release_absent,
+    live_release_failed,
+    live_release_served,
+    same_bytes,
+    verdict_gates,
+)
+from pipeline.regression.live_serving import LiveUnservable, serve_live
+from pipeline.regression.paired import PairedVerdict
+from pipeline.regression.settings import paired_settings
+from pipeline.regression.side_by_side import CANDIDATE, LIVE, ServerDied, measure_side_by_side
+from pipeline.release.manifest import read_manifest
+from pipeline.release.regression import live_release
+from pipeline.release.store import store_for
+from pipeline.results import StageResult, Status
+from pipeline.servers.base import ModelServer
+
+NAME = "regression"
+USES_SERVER = True
+
+
+def _not_needed(ctx: RunContext) -> str | None:
+    settings = ctx.loaded.spec.stages.regression
+    if not settings.gate:
+        return "the regression check is off (stages.regression.gate)"
+    if settings.against != "side_by_side":
+        return "decided on the recorded run (stages.regression.against: recorded)"
+    if (ctx.promote_to or ctx.loaded.environment) is None:
+        return "no target environment"
+    return None
+
+
+def _failed(reason: str, details: dict[str, Any]) -> StageResult:
+    return StageResult.judged(NAME, [live_release_failed(reason)], "", details=details)
+
+
+def run(ctx: RunContext) -> StageResult:
+    why_not = _not_needed(ctx)
+    if why_not is not None:
+        return StageResult(NAME, Status.SKIPPED, why_not)
+    environment = ctx.promote_to or ctx.loaded.environment
+    assert environment is not None
+    store = store_for(ctx.loaded)
+    live = live_release(store, ctx.loaded.spec.name, environment)
+    details: dict[str, Any] = {"environment": environment, "live_release_id": live.release_id}
+    if live.problem is not None:
+        return _failed(live.problem, details)
+    if live.release_id is None:
+        return StageResult(NAME, Status.PASSED, f"nothing is live in {environment}: "
+                           "nothing to compare", gates=[live_release_absent()],
+                           details=details)
+    try:
+        manifest = read_manifest(store, ctx.loaded.spec.name, live.release_id)
+    except (UsageError, StoreError) as exc:
+        return _failed(f"live release {live.release_id}: {exc}", details)
+    details["same"] = same_bytes(ctx.require_build(), manifest)
+    try:
+        served = serve_live(ctx, store, manifest)
+    except LiveUnservable as exc:
+        return _failed(f"live release {live.release_id} {exc}", details)
+    return _measured(ctx, served.release_id, served.server, served.cold_start_s, details)
+
+
+def _measured(ctx: RunContext, release_id: str, live_server: ModelServer, cold_start_s: float,
+              details: dict[str, Any]) -> StageResult:
+    stage = ctx.loaded.spec.stages.regression
+    settings = paired_settings(stage)
+    started = time.monotonic()
+    try:
+        side = measure_side_by_side(
+            ctx, {CANDIDATE: ctx.require_server(), LIVE: live_server}, settings,
+            stage.window.seconds, lambda text: ctx.progress(NAME, 0, 1, text))
+    except ServerDied as exc:
+        if exc.who == LIVE:
+            return _failed(f"live release {release_id} died: {exc}", details)
+        raise ServerError(str(exc)) from None
+    gates = [live_release_served(release_id),
+             *verdict_gates(side.verdict, settings.error_rate_allowance)]
+    details.update(side.to_json())
+    metrics = {**_metrics(side.verdict), m.LIVE_COLD_START_S: cold_start_s,
+               m.SIDE_BY_SIDE_S: time.monotonic() - started}
+    return StageResult.judged(NAME, gates, _message(side.verdict, release_id, details),
+                              metrics=metrics, details=details)
+
+
+def _metrics(verdict: PairedVerdict) -> dict[str, float]:
+    metrics = {m.REGRESSION_ROUNDS: float(verdict.rounds)}
+    for metric in verdict.metrics:
+        metrics[f"{metric.metric}_live"] = metric.live
+        metrics[f"{metric.metric}_candidate"] = metric.candidate
+        if metric.ratio is not None:
+            metrics[f"{metric.metric}_ratio"] = metric.ratio
+    return metrics
+
+
+def _message(verdict: PairedVerdict, release_id: str, details: dict[str, Any]) -> str:
+    same = details.get("same") or {}
+    text = (f"no regression against live release {release_id} (margin "
+            f"{verdict.margin:.0%}, {verdict.rounds} rounds side by side)")
+    if same.get("model") and same.get("config"):
+        text += "; same model and config digests as the live release"
+    return text
