@@ -149,17 +149,23 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
     early_teardown: tuple[threading.Thread, float] | None = None
     last_server_stage = max(i for i, s in enumerate(STAGES) if getattr(s, "USES_SERVER", False))
     try:
-        for index, stage in enumerate(STAGES):
-            result, stopped = _stage_result(stage, ctx, chosen, selected, failure, watcher)
-            interrupted = interrupted or stopped
-            if result.status is Status.FAILED:
-                failure = f"aborted: {stage.NAME} {'was interrupted' if interrupted else 'failed'}"
-            ctx.results.append(result)
-            record.stages.append(result)
-            watcher.stage_finished(result)
-            write_record(record_path, record)
-            if index == last_server_stage:
-                early_teardown = _start_teardown(ctx)
+        try:
+            for index, stage in enumerate(STAGES):
+                result, stopped = _stage_result(stage, ctx, chosen, selected, failure, watcher)
+                interrupted = interrupted or stopped
+                if result.status is Status.FAILED:
+                    failure = (f"aborted: {stage.NAME} "
+                               f"{'was interrupted' if interrupted else 'failed'}")
+                ctx.results.append(result)
+                record.stages.append(result)
+                watcher.stage_finished(result)
+                write_record(record_path, record)
+                if index == last_server_stage:
+                    early_teardown = _start_teardown(ctx)
+        except KeyboardInterrupt:
+            # Between two stages (no stage to catch it): interrupted all the same.
+            interrupted = True
+            _abort_the_rest(ctx, record)
     finally:
         record.teardown_s = _finish_teardown(ctx, early_teardown)
         if ctx.server is not None and ctx.server.process is not None:
@@ -169,6 +175,16 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
     if interrupted:
         raise KeyboardInterrupt
     return record
+
+
+def _abort_the_rest(ctx: RunContext, record: RunRecord) -> None:
+    """Every stage without a result yet is aborted by the interruption."""
+    done = {result.name for result in record.stages}
+    for stage in STAGES:
+        if stage.NAME not in done:
+            result = StageResult(stage.NAME, Status.ABORTED, "aborted: interrupted")
+            ctx.results.append(result)
+            record.stages.append(result)
 
 
 def _stage_result(stage: ModuleType, ctx: RunContext, chosen: frozenset[str],

@@ -1,10 +1,12 @@
 """parity: served outputs against the source model run in-process, then the failure path.
 
 Reference and server see the same batches: single items and a full batch of
-`max_batch_size`. Every served output must have the spec's dtype, and the same
-batches sent again must give the same outputs (within the tolerance). Failure
-probes send what a broken client would send; each must get a 4xx and the server
-must stay ready.
+`max_batch_size`. Both sides' outputs are held to the spec's names, per-item shapes
+(`parity.output_contract`) and dtypes (`parity.output_dtype`) and must be finite unless
+the spec allows otherwise (`parity.finite_outputs`); the same batches sent again must
+give the same outputs (within the tolerance). A reference that raises fails the stage
+in one line naming the sample batch. Failure probes send what a broken client would
+send; each must get a 4xx and the server must stay ready.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import numpy as np
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
 from pipeline.measure.memory import process_tree_memory
+from pipeline.model.contract import ContractCheck
+from pipeline.model.nonfinite import FiniteCheck
+from pipeline.model.reference import ReferenceFailed, expected_outputs
 from pipeline.model.runtime import LoadedModel
 from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch, load_samples, take
 from pipeline.results import Gate, StageResult
@@ -38,6 +43,8 @@ REQUEST_TIMEOUT_S = 30.0
 class Comparison:
     """What parity compared: elements, mismatches, the largest errors, and what went wrong."""
 
+    contract: ContractCheck           # served and reference outputs against the spec
+    finite: FiniteCheck               # their NaN and Inf
     elements: int = 0                 # output elements compared
     mismatched: int = 0               # of those, outside atol + rtol * |reference|
     max_abs_error: float = 0.0
@@ -60,13 +67,19 @@ class Comparison:
             return
         got = served.astype(np.float64)
         want = reference.astype(np.float64)
-        error = np.abs(got - want)
+        # NaN where the reference has NaN is the same answer; whether either may hold NaN
+        # at all is parity.finite_outputs' question.
         self.elements += want.size
-        self.mismatched += int(np.count_nonzero(~np.isclose(got, want, atol=atol, rtol=rtol)))
-        if error.size:
-            self.max_abs_error = max(self.max_abs_error, float(error.max()))
-            relative = error / np.maximum(np.abs(want), np.finfo(np.float64).tiny)
-            self.max_rel_error = max(self.max_rel_error, float(relative.max()))
+        self.mismatched += int(np.count_nonzero(
+            ~np.isclose(got, want, atol=atol, rtol=rtol, equal_nan=True)))
+        with np.errstate(invalid="ignore", over="ignore"):
+            error = np.abs(got - want)
+            finite = np.isfinite(error)
+            if np.any(finite):
+                self.max_abs_error = max(self.max_abs_error, float(error[finite].max()))
+                scale = np.maximum(np.abs(want[finite]), np.finfo(np.float64).tiny)
+                self.max_rel_error = max(self.max_rel_error,
+                                         float((error[finite] / scale).max()))
 
     def add_repeat(self, again: np.ndarray[Any, Any], first: np.ndarray[Any, Any], atol: float,
                    rtol: float, label: str) -> None:
@@ -82,8 +95,9 @@ class Comparison:
         differing = int(np.count_nonzero(~close))
         if differing:
             self.repeat_differing += differing
-            self.repeat_max_abs = max(self.repeat_max_abs,
-                                      float(np.nanmax(np.abs(got - want)[~close])))
+            with np.errstate(invalid="ignore"):
+                self.repeat_max_abs = max(self.repeat_max_abs,
+                                          float(np.nanmax(np.abs(got - want)[~close])))
             self.note(f"{label}: sent again, {differing} of {first.size} values changed")
 
     def note(self, problem: str) -> None:
@@ -93,40 +107,74 @@ class Comparison:
 Served = list[tuple[str, Batch, dict[str, Array]]]
 
 
+@dataclass(frozen=True)
+class SampleBatch:
+    label: str        # "sample batch 3 of 9 (sample 3)": how messages name it
+    batch: Batch
+    items: int
+
+
+def sample_batches(spec: Spec, samples: Batch) -> list[SampleBatch]:
+    """Single items, then one full batch of max_batch_size (wrapping round the samples)."""
+    available = next(iter(samples.values())).shape[0]
+    starts = [(start, 1) for start in range(min(SINGLE_ITEMS, available))]
+    starts.append((0, spec.server.batching.max_batch_size))
+    batches = []
+    for index, (start, items) in enumerate(starts):
+        which = f"sample {start + 1}" if items == 1 else f"{items} items from sample {start + 1}"
+        batches.append(SampleBatch(f"sample batch {index + 1} of {len(starts)} ({which})",
+                                   take(samples, items, start), items))
+    return batches
+
+
 def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel,
                     samples: Batch) -> Comparison:
+    """Each sample batch through the reference and the server, compared element-wise and
+    held to the spec's outputs; ReferenceFailed when the reference raises on one."""
     spec = ctx.loaded.spec
-    parity = spec.stages.parity
-    available = next(iter(samples.values())).shape[0]
-    batches = [take(samples, 1, start) for start in range(min(SINGLE_ITEMS, available))]
-    batches.append(take(samples, spec.server.batching.max_batch_size))
-    comparison = Comparison()
+    outputs = spec.model.outputs
+    comparison = Comparison(ContractCheck(outputs), FiniteCheck(outputs))
     answered: Served = []
-    for index, batch in enumerate(batches):
-        label = f"request {index + 1} (batch {next(iter(batch.values())).shape[0]})"
-        expected = reference([batch[t.name] for t in spec.model.inputs])
-        reply = send(server.infer_request(batch), REQUEST_TIMEOUT_S)
+    for sample in sample_batches(spec, samples):
+        computed = expected_outputs(reference, [sample.batch[t.name] for t in spec.model.inputs],
+                                    sample.label)
+        expected = dict(zip((t.name for t in outputs), computed, strict=True))
+        check_answer(comparison, "reference", expected, sample)
+        reply = send(server.infer_request(sample.batch), REQUEST_TIMEOUT_S)
         comparison.requests += 1
-        for tensor, want in zip(spec.model.outputs, expected, strict=True):
-            comparison.model_dtypes.setdefault(tensor.name, set()).add(str(want.dtype))
+        for name, want in expected.items():
+            comparison.model_dtypes.setdefault(name, set()).add(str(want.dtype))
         if reply.status != 200:
-            comparison.note(f"{label}: HTTP {reply.status}: {reply.text()[:200]}")
-            comparison.mismatched += sum(a.size for a in expected)
-            comparison.elements += sum(a.size for a in expected)
+            comparison.note(f"{sample.label}: HTTP {reply.status}: {reply.text()[:200]}")
+            comparison.mismatched += sum(a.size for a in expected.values())
+            comparison.elements += sum(a.size for a in expected.values())
             continue
         served = server.decode_outputs(reply)
-        answered.append((label, batch, served))
-        for tensor, want in zip(spec.model.outputs, expected, strict=True):
-            if tensor.name not in served:
-                comparison.note(f"{label}: output '{tensor.name}' missing")
-                comparison.mismatched += want.size
-                comparison.elements += want.size
-                continue
-            got = served[tensor.name]
-            comparison.served_dtypes.setdefault(tensor.name, set()).add(str(got.dtype))
-            comparison.add(got, want, parity.atol, parity.rtol, f"{label} {tensor.name}")
+        check_answer(comparison, "served", served, sample)
+        answered.append((sample.label, sample.batch, served))
+        compare_answer(spec, comparison, sample.label, served, expected)
     check_repeats(spec, server, answered, comparison)
     return comparison
+
+
+def check_answer(comparison: Comparison, side: str, arrays: dict[str, Array],
+                 sample: SampleBatch) -> None:
+    comparison.contract.check(side, arrays, sample.items, sample.label)
+    comparison.finite.check(side, arrays)
+
+
+def compare_answer(spec: Spec, comparison: Comparison, label: str, served: dict[str, Array],
+                   expected: dict[str, Array]) -> None:
+    parity = spec.stages.parity
+    for name, want in expected.items():
+        if name not in served:
+            comparison.note(f"{label}: output '{name}' missing")
+            comparison.mismatched += want.size
+            comparison.elements += want.size
+            continue
+        got = served[name]
+        comparison.served_dtypes.setdefault(name, set()).add(str(got.dtype))
+        comparison.add(got, want, parity.atol, parity.rtol, f"{label} {name}")
 
 
 def check_repeats(spec: Spec, server: ModelServer, answered: Served,
@@ -299,14 +347,29 @@ def run_probes(ctx: RunContext, server: ModelServer) -> tuple[list[Gate], list[d
     return gates, details
 
 
+def reference_failure(failed: ReferenceFailed) -> StageResult:
+    """Parity without expected outputs: failed, in one line naming the batch and the error."""
+    gate = Gate("parity.reference", f"raised {failed.error} on {failed.label}",
+                "outputs for every sample batch", False)
+    result = StageResult.judged(NAME, [gate], "", details={"reference_error": failed.error,
+                                                           "sample_batch": failed.label})
+    result.message = str(failed)
+    return result
+
+
 def run(ctx: RunContext) -> StageResult:
     spec = ctx.loaded.spec
     server = ctx.require_server()
     samples = load_samples(spec.model, spec.stages.parity, ctx.loaded.workspace)
     reference = ctx.reference_model()
-    comparison = compare_outputs(ctx, server, reference, samples)
+    try:
+        comparison = compare_outputs(ctx, server, reference, samples)
+    except ReferenceFailed as failed:
+        return reference_failure(failed)
+    ctx.require_server()        # a model process that died meanwhile is the server failing
     parity = spec.stages.parity
     gates = [Gate.at_most("parity.mismatched_elements", float(comparison.mismatched), 0.0),
+             comparison.contract.gate(), comparison.finite.gate(),
              dtype_gate(spec, comparison), determinism_gate(comparison)]
     probe_details: list[dict[str, Any]] = []
     if spec.stages.failure.enabled:
@@ -321,17 +384,20 @@ def run(ctx: RunContext) -> StageResult:
         "parity_repeated_elements": float(comparison.repeated_elements),
         "parity_repeat_differing": float(comparison.repeat_differing),
         "parity_repeat_max_abs": comparison.repeat_max_abs,
+        "parity_nonfinite": float(sum(c.total for c in comparison.finite.counts.values())),
+        "parity_contract_breaches": float(len(comparison.contract.breaches)),
         "failure_probes": float(len(probe_details)),
     }
     message = (f"{comparison.elements} output values from {comparison.requests} requests "
                f"within atol {parity.atol:g} + rtol {parity.rtol:g} (max |Δ| "
-               f"{comparison.max_abs_error:.2g}), the same when sent again; "
-               f"{len(probe_details)} bad requests failed cleanly")
+               f"{comparison.max_abs_error:.2g}), shaped as declared, the same when sent "
+               f"again; {len(probe_details)} bad requests failed cleanly")
     findings = [p["finding"] for p in probe_details if p.get("finding")]
     if findings:
         message += "; " + "; ".join(findings)
-    result = StageResult.judged(NAME, gates, message, metrics,
-                                {"probes": probe_details, "problems": comparison.problems or []})
+    details = {"probes": probe_details, "problems": comparison.problems or [],
+               "nonfinite": comparison.finite.details()}
+    result = StageResult.judged(NAME, gates, message, metrics, details)
     if comparison.problems and result.status.value == "failed":
         result.message = comparison.problems[0] + "; " + result.message
     return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.errors import PipelineError
-from pipeline.model.runtime import LoadedModel
+from pipeline.model.runtime import Array, LoadedModel
 from pipeline.spec.models import LoadedSpec
 
 
@@ -22,3 +22,23 @@ def load_reference(loaded: LoadedSpec, model_file: Path) -> LoadedModel:
     except Exception as exc:  # any loader error is the user's model, reported in one line
         raise PipelineError(f"model.source: cannot load {model.source.describe()} as "
                             f"{model.format}: {type(exc).__name__}: {exc}") from None
+
+
+class ReferenceFailed(PipelineError):
+    """The reference raised on a batch parity sent: its expected outputs do not exist."""
+
+    def __init__(self, label: str, exc: BaseException) -> None:
+        text = " ".join(str(exc).split())        # one line, however the model worded it
+        if len(text) > 300:
+            text = text[:299] + "…"
+        self.label = label
+        self.error = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        super().__init__(f"the reference raised on {label}: {self.error}")
+
+
+def expected_outputs(reference: LoadedModel, inputs: list[Array], label: str) -> list[Array]:
+    """The reference's outputs for one batch; ReferenceFailed (one line) if it raises."""
+    try:
+        return reference(inputs)
+    except Exception as exc:  # the user's model: whatever it raises is reported, not thrown
+        raise ReferenceFailed(label, exc) from None

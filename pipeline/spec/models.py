@@ -84,6 +84,21 @@ class TensorSpec(StrictModel):
         return shape
 
 
+class OutputSpec(TensorSpec):
+    allow_nonfinite: bool = Field(default=False, description=(
+        "Float outputs only: NaN and Inf are values this output may take. Off by default: "
+        "parity fails `parity.finite_outputs` on any NaN or Inf, served or in the "
+        "reference; on, NaN where the reference has NaN counts as a match."))
+
+    @model_validator(mode="after")
+    def _nonfinite_needs_floats(self) -> OutputSpec:
+        if self.allow_nonfinite and not self.dtype.startswith("float"):
+            raise PydanticCustomError(
+                "allow_nonfinite", "allow_nonfinite is for float outputs; {dtype} has no NaN "
+                "or Inf", {"dtype": self.dtype})
+        return self
+
+
 class DvcLocation(StrictModel):
     path: str = Field(description="Path of the DVC-tracked file inside the repository.")
     repo: str = Field(default=".", description="Git repository (path or URL).")
@@ -133,8 +148,9 @@ class ModelSpec(StrictModel):
         "eager only: 'file.py:callable' returning an nn.Module, relative to the spec."))
     inputs: list[TensorSpec] = Field(min_length=1, description="The model's inputs, in "
                                      "forward() argument order.")
-    outputs: list[TensorSpec] = Field(min_length=1, description="The model's outputs, in "
-                                      "return order.")
+    outputs: list[OutputSpec] = Field(min_length=1, description=(
+        "The model's outputs, in return order. Parity holds the served outputs and the "
+        "reference's to these names, dtypes and per-item shapes."))
     trusted: bool = Field(default=False, description=(
         "eager only: allow full pickle loading of the weights (torch.load weights_only=False)."))
 

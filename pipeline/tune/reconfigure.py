@@ -27,7 +27,7 @@ from pipeline.servers import http, server_kind
 from pipeline.servers.base import ModelServer
 from pipeline.servers.torchserve.properties import RESPONSE_TIMEOUT_S, max_batch_delay_ms
 from pipeline.servers.torchserve.server import TorchServeServer
-from pipeline.servers.triton.server import TritonEndpoint
+from pipeline.servers.triton.server import TritonEndpoint, TritonServer
 from pipeline.spec.models import LoadedSpec
 
 
@@ -58,11 +58,15 @@ def reconfigure(server: ModelServer, loaded: LoadedSpec, model_file: Path, scrat
     if isinstance(server, TorchServeServer):
         _reregister(server, loaded, model_file, scratch, label, timeout_s)
     elif isinstance(server, TritonEndpoint):
+        if isinstance(server, TritonServer):
+            server.model_processes.forget()     # the old instances' stubs exit on reload
         _reload_triton(server, loaded, model_file, scratch, label, timeout_s)
     else:
         raise ServerError(f"{type(server).__name__} cannot be reconfigured in place")
     server.wait_ready(timeout_s)
     _wait_for_old_processes(server)
+    if isinstance(server, TritonServer | TorchServeServer):
+        server.model_processes.watch(server.process_tree())     # the new config's only
 
 
 def _reload_triton(server: TritonEndpoint, loaded: LoadedSpec, model_file: Path,
@@ -85,7 +89,7 @@ def _reregister(server: TorchServeServer, loaded: LoadedSpec, model_file: Path,
     _call(server, "DELETE", f"{server.management_url}/models/{spec.name}", b"", auth,
           timeout_s, label)
     # The unregistered model's workers exit: that is not the server dying.
-    server.workers = {}
+    server.model_processes.forget()
     query = urlencode({"url": archive, "model_name": spec.name,
                        "batch_size": spec.server.batching.max_batch_size,
                        "max_batch_delay": max_batch_delay_ms(spec),

@@ -85,10 +85,14 @@ def test_promote_twice_rollback_and_history(fast_project: Path,
 @contextmanager
 def promoting_until_latency(
         project: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
-    """`promote staging` with a 30 s latency stage, yielded once that stage runs, with the
-    start stage's details (pid, ports); killed on exit if it still runs."""
+    """`promote staging` yielded once the latency stage runs, with the start stage's
+    details (pid, ports); killed on exit if it still runs. The stage begins with a 60 s
+    warm-up: a fixed window that no verdict ends early, so the stage is still running
+    when the test acts, however fast the windows after it would be decided."""
     spec = project / "serve.yaml"
-    spec.write_text(fast_spec(spec.read_text(), latency_duration="30s"))
+    text = fast_spec(spec.read_text())
+    assert text.count("warmup: 500ms") == 1
+    spec.write_text(text.replace("warmup: 500ms", "warmup: 60s"))
     process = start_cli(["promote", "staging"], project)
     try:
         yield process, stage_details(wait_for_stage(project, "latency"), "start")
@@ -129,6 +133,10 @@ def test_ctrl_c_tears_down_and_exits_130(fast_project: Path,
     record = latest_record(fast_project)
     assert record["interrupted"] is True and record["status"] == "failed"
     assert record["release_id"] is None
+    statuses = {s["name"]: s for s in record["stages"]}
+    assert statuses["latency"]["status"] == "failed"
+    assert "interrupted" in statuses["latency"]["message"]
+    assert [statuses[name]["status"] for name in ("saturation", "publish")] == ["aborted"] * 2
     no_leftovers()
 
 

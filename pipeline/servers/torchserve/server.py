@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 
 from pipeline import server_ports
 from pipeline.digest import canonical_json, sha256_bytes, sha256_file
@@ -39,6 +38,7 @@ from pipeline.servers.base import (
     ReadinessWords,
     RemoteLiveness,
 )
+from pipeline.servers.model_processes import ModelProcesses
 from pipeline.servers.process import ManagedProcess
 from pipeline.servers.torchserve.mar import build_mar, read_member
 from pipeline.servers.torchserve.properties import (
@@ -246,7 +246,7 @@ class TorchServeServer(TorchServeEndpoint):
             LOG_LOCATION=str(self.home / "logs"), METRICS_LOCATION=str(self.home / "logs"))
         self.local = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home)
         self.process = self.local
-        self.workers: dict[int, str] = {}
+        self.model_processes = ModelProcesses("model_service_worker", "a TorchServe worker")
         # Lines appended to the rendered config.properties (tune turns the model API on).
         self.extra_properties: list[str] = []
 
@@ -266,8 +266,7 @@ class TorchServeServer(TorchServeEndpoint):
         seconds = super().wait_ready(timeout_s)
         # From now on a worker that dies is the server failing, even though the JVM lives
         # on and starts another one.
-        self.workers = {p.pid: " ".join(p.cmdline()) for p in self.local.tree()
-                        if "model_service_worker" in " ".join(p.cmdline())}
+        self.model_processes.watch(self.local.tree())
         return seconds
 
     def startup_failure(self) -> str | None:
@@ -277,17 +276,7 @@ class TorchServeServer(TorchServeEndpoint):
         return None
 
     def alive(self) -> bool:
-        return self.local.is_running() and self._dead_worker() is None
-
-    def _dead_worker(self) -> int | None:
-        for pid in self.workers:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    continue
-            except psutil.NoSuchProcess:
-                pass
-            return pid
-        return None
+        return self.local.is_running() and self.model_processes.dead() is None
 
     def stop(self) -> None:
         self.local.stop()
@@ -314,9 +303,9 @@ class TorchServeServer(TorchServeEndpoint):
         return "last log lines: " + " | ".join(self.local.log_tail(6))
 
     def describe_death(self) -> str:
-        dead = self._dead_worker() if self.local.is_running() else None
+        dead = self.model_processes.dead() if self.local.is_running() else None
         if dead is not None:
-            return f"a TorchServe worker (pid {dead}) died; {self.log_excerpt()}"
+            return f"{self.model_processes.describe(dead)}; {self.log_excerpt()}"
         return f"torchserve {self.local.describe_exit()}; {self.log_excerpt()}"
 
     def _worker_failures(self) -> int:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import importlib.util
 import json
 import os
 import re
+import secrets
 import shutil
 import sys
 import sysconfig
@@ -27,6 +30,7 @@ from pipeline.servers.base import (
     ReadinessWords,
     RemoteLiveness,
 )
+from pipeline.servers.model_processes import ModelProcesses
 from pipeline.servers.process import ManagedProcess
 from pipeline.servers.triton import kserve
 from pipeline.servers.triton.config import check_model_config, write_model_repository
@@ -87,6 +91,24 @@ class TritonInstallation:
 
 # ---------------------------------------------------------------- the process
 
+STUB_MARK = "triton_python_backend_stub"
+SHM_PREFIX = "triton_python_backend_shm_region_"   # the python backend's default prefix
+SHM_DIR = Path("/dev/shm")
+STOP_GRACE_S = 15.0
+DEAD_STUB_GRACE_S = 3.0
+
+
+def remove_shm_regions(prefix: str, folder: Path = SHM_DIR) -> list[str]:
+    """Remove the shared-memory regions named with `prefix` (one server's own); the names
+    removed. A stopped server's are gone already; a killed one leaves its regions."""
+    removed = []
+    for region in folder.glob(glob.escape(prefix) + "*"):
+        with contextlib.suppress(FileNotFoundError):
+            region.unlink()
+            removed.append(region.name)
+    return removed
+
+
 # Logged on every machine without a GPU; not a reason for anything.
 _BENIGN_ERRORS = ("CudaDriverHelper has not been initialized",)
 _ERROR_LINE = re.compile(r'^E\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] "?(.*?)"?$')
@@ -99,6 +121,13 @@ def log_excerpt(lines: list[str]) -> str:
         preferred = [e for e in errors if "failed to load" in e] or errors
         return "log: " + _error_text(preferred[0])
     return "last log lines: " + " | ".join(lines[-6:])
+
+
+def model_death_excerpt(lines: list[str]) -> str:
+    """What the log says about a python-backend stub (tritonserver 2.51 logs nothing when
+    one is killed: then its last lines)."""
+    about = [line for line in lines if "stub" in line.lower() and _is_real_error(line)]
+    return "log: " + _error_text(about[-1]) if about else log_excerpt(lines)
 
 
 def _is_real_error(line: str) -> bool:
@@ -197,6 +226,7 @@ class TritonServer(TritonEndpoint):
         self.source = repository
         self.repository = copy_to or repository
         self.backends = run_dir / "triton-backends"
+        self.shm_prefix = f"{SHM_PREFIX}sp{os.getpid()}x{secrets.token_hex(4)}_"
         argv = [
             str(installation.binary),
             f"--model-repository={self.repository}",
@@ -209,10 +239,14 @@ class TritonServer(TritonEndpoint):
             "--exit-on-error=true", "--strict-readiness=true",
             # The repository API stays off: the model set is fixed by the release.
             "--model-control-mode=none",
+            # Shared-memory regions named for this server alone, so that those a killed
+            # server leaves in /dev/shm can be removed without touching anyone else's.
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
         self.local = ManagedProcess(argv, run_dir / "server.log",
                                     installation.environment(env), cwd=run_dir)
         self.process = self.local
+        self.model_processes = ModelProcesses(STUB_MARK, "the python-backend stub")
 
     def start(self) -> None:
         if self.repository != self.source:
@@ -221,10 +255,26 @@ class TritonServer(TritonEndpoint):
         self.local.start()
         self.started_at = self.local.started_at
 
+    def wait_ready(self, timeout_s: float) -> float:
+        seconds = super().wait_ready(timeout_s)
+        self.model_processes.watch(self.local.tree())
+        return seconds
+
+    def alive(self) -> bool:
+        return self.local.is_running() and self.model_processes.dead() is None
+
     def stop(self) -> None:
-        self.local.stop()
+        # With a stub dead, tritonserver's graceful stop waits for its instance to unload,
+        # which never happens: only a short grace before the kill.
+        dead = self.model_processes.dead() is not None
+        self.local.stop(grace_s=DEAD_STUB_GRACE_S if dead else STOP_GRACE_S)
+        remove_shm_regions(self.shm_prefix)
 
     def describe_death(self) -> str:
+        dead = self.model_processes.dead() if self.local.is_running() else None
+        if dead is not None:
+            return (f"{self.model_processes.describe(dead)}; "
+                    f"{model_death_excerpt(self.local.log_tail(400))}")
         return f"tritonserver {self.local.describe_exit()}; {self.log_excerpt()}"
 
     def log_excerpt(self) -> str:

@@ -1,0 +1,93 @@
+"""The output contract: every output named, shaped and typed as the spec declares it.
+
+Parity compares the server with the reference, and the reference is the same model: a
+model that breaks its declared contract agrees with itself. So both sides are held to
+the spec on their own. A breach is an output missing, one the spec does not declare, or
+a shape other than `[items, *shape]` (the batch dimension is implicit in the spec).
+Dtypes are judged by `parity.output_dtype`; a breach shows them beside the shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pipeline.model.tensors import Array
+from pipeline.results import Gate
+from pipeline.spec.models import OutputSpec
+
+GATE = "parity.output_contract"
+SIDES = ("served", "reference")
+
+
+def batched(dtype: str, item_shape: Sequence[int]) -> str:
+    """`float32 [n, 4]`: a dtype and a per-item shape under the implicit batch dimension."""
+    return f"{dtype} [{', '.join(['n', *(str(d) for d in item_shape)])}]"
+
+
+def declared(tensor: OutputSpec) -> str:
+    return batched(tensor.dtype, tensor.shape)
+
+
+def observed(array: Array, items: int) -> str:
+    """The array as the spec would write it when its batch dimension is the number of
+    items sent, else its whole shape and that number."""
+    shape = list(array.shape)
+    if shape and shape[0] == items:
+        return batched(str(array.dtype), shape[1:])
+    return f"{array.dtype} {shape} for {items} items"
+
+
+@dataclass(frozen=True)
+class Breach:
+    side: str          # "served" or "reference"
+    output: str
+    observed: str      # "float32 [n, 3]", "missing", ...
+
+
+@dataclass
+class ContractCheck:
+    """Every answer parity saw, checked against the declared outputs."""
+
+    outputs: Sequence[OutputSpec]
+    checked: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
+    breaches: dict[Breach, list[str]] = field(default_factory=dict)
+
+    def check(self, side: str, arrays: Mapping[str, Array], items: int, label: str) -> None:
+        """`arrays` (by output name) answered for `items` items in the batch `label`."""
+        self.checked[side] += 1
+        for tensor in self.outputs:
+            array = arrays.get(tensor.name)
+            if array is None:
+                self._breach(Breach(side, tensor.name, "missing"), label)
+            elif tuple(array.shape) != (items, *tensor.shape):
+                self._breach(Breach(side, tensor.name, observed(array, items)), label)
+        names = {tensor.name for tensor in self.outputs}
+        for name in sorted(set(arrays) - names):
+            self._breach(Breach(side, name, "not declared: " + observed(arrays[name], items)),
+                         label)
+
+    def _breach(self, breach: Breach, label: str) -> None:
+        self.breaches.setdefault(breach, []).append(label)
+
+    def describe(self) -> list[str]:
+        """One line per output and side: what was declared, what came, on which batches."""
+        kinds = {tensor.name: declared(tensor) for tensor in self.outputs}
+        lines = []
+        for breach, labels in self.breaches.items():
+            where = "served" if breach.side == "served" else "the reference gave"
+            first = labels[0] + (f" and {len(labels) - 1} more" if len(labels) > 1 else "")
+            lines.append(f"{breach.output}: declared {kinds.get(breach.output, 'nothing')}, "
+                         f"{where} {breach.observed} ({first})")
+        return lines
+
+    def gate(self) -> Gate:
+        expected = ", ".join(f"{t.name} {declared(t)}" for t in self.outputs)
+        found = self.describe()
+        if found:
+            return Gate(GATE, "; ".join(found), expected, False)
+        unchecked = [side for side in SIDES if not self.checked[side]]
+        if unchecked:
+            return Gate(GATE, f"not evaluated: no {' or '.join(unchecked)} outputs to check",
+                        expected, False)
+        return Gate(GATE, expected, expected, True)
