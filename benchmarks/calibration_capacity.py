@@ -22,21 +22,24 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.gates.capacity import capacity_gate  # noqa: E402
-from pipeline.measure import capacity  # noqa: E402
-from pipeline.measure.capacity_hold import Block  # noqa: E402
-from pipeline.measure.drain import Drained  # noqa: E402
+from pipeline.gates.capacity import capacity_gate
+from pipeline.measure import capacity
+from pipeline.measure.capacity_hold import HOLD_BLOCKS, Block
+from pipeline.measure.drain import Drained
 
+Floats = npt.NDArray[np.float64]
 SLO_MS = 50.0
 ERROR_RATE = 0.001
 TIMEOUT_S = 4 * SLO_MS / 1e3      # capacity_steps.STEP_TIMEOUT_SLO_MULTIPLE x the SLO
@@ -67,7 +70,7 @@ CASES = {
 }
 
 
-def slow_periods(server: Server, rng: np.random.Generator) -> np.ndarray:
+def slow_periods(server: Server, rng: np.random.Generator) -> Floats:
     """Start and end times of the slow periods over the horizon (alternating renewals)."""
     if server.slow_share <= 0:
         return np.zeros((0, 2))
@@ -94,7 +97,7 @@ class Simulated:
         slowed = index >= 0 and at < self.periods[index, 1]
         return self.server.slow_factor if slowed else 1.0
 
-    def latencies(self, rate: float, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
+    def latencies(self, rate: float, duration_s: float) -> tuple[Floats, Floats]:
         """(intended start offsets, latencies in seconds) of one constant-rate window."""
         server, count = self.server, max(1, int(rate * duration_s))
         arrivals = np.arange(count) / rate
@@ -129,17 +132,17 @@ class Simulated:
         return Drained(0.25, True, 1)
 
 
-def _p(values: np.ndarray, q: float) -> float:
+def _p(values: Floats, q: float) -> float:
     return float(np.percentile(values, q, method="higher")) * 1e3 if len(values) else 0.0
 
 
-def measurement(rate: float, duration_s: float, arrivals: np.ndarray, latency: np.ndarray,
+def measurement(rate: float, duration_s: float, arrivals: Floats, latency: Floats,
                 hold: bool) -> capacity.StepMeasurement:
     """What the real step measures, from simulated latencies: timeouts are errors censored
     at the timeout, a hold's blocks by intended start, the drain after the schedule."""
     errors = float(np.mean(latency > TIMEOUT_S))
     censored = np.minimum(latency, TIMEOUT_S)
-    count = capacity.HOLD_BLOCKS if hold else 2
+    count = HOLD_BLOCKS if hold else 2
     cut = np.minimum((arrivals / duration_s * count).astype(int), count - 1)
     parts = [censored[cut == index] for index in range(count)]
     blocks = tuple(Block(len(part), _p(part, 50), _p(part, 99)) for part in parts) if hold \
@@ -174,18 +177,23 @@ def true_capacity(server: Server, seed: int) -> float:
     return low
 
 
+LIMITS = capacity.Limits(SLO_MS, ERROR_RATE)
+HOLD_SPAN_S = float(os.environ.get("HOLD_SPAN_S", "0"))
+
+
 def settings(knee: float, threshold: float | None) -> capacity.SearchSettings:
     """The spec's defaults (1 s steps, 3 s holds), the budget as the stage sizes it."""
-    fixed = capacity.SearchSettings(0.0, 1.0, 3.0, TIMEOUT_S)
+    fixed = capacity.SearchSettings(0.0, 1.0, 3.0, TIMEOUT_S, hold_span_s=HOLD_SPAN_S)
     budget = fixed.needed_budget(knee * fixed.start_fraction, threshold)
-    return capacity.SearchSettings(budget, 1.0, 3.0, TIMEOUT_S)
+    return replace(fixed, budget_s=budget)
 
 
 def hold_passes(server: Server, rate: float, seed: int) -> bool:
+    """One hold as the search holds a rate (in segments until decided, within a budget)."""
     simulated = Simulated(server, np.random.default_rng(seed))
-    duration = settings(rate, None).hold_duration(rate)
     simulated.now = float(simulated.rng.uniform(0, HORIZON_S / 2))
-    return simulated.step(rate, duration, hold=True).passed
+    return capacity.hold_rate(simulated.step, simulated.settle, rate, settings(rate, None),
+                              LIMITS, lambda: simulated.now).passed
 
 
 def search(server: Server, knee: float, threshold: float | None,
@@ -194,7 +202,7 @@ def search(server: Server, knee: float, threshold: float | None,
     simulated.now = float(simulated.rng.uniform(0, HORIZON_S / 4))
     return capacity.find_capacity(simulated.step, simulated.settle, knee,
                                   settings(knee, threshold), lambda: simulated.now,
-                                  threshold_rps=threshold)
+                                  threshold_rps=threshold, limits=LIMITS)
 
 
 def case_rates(name: str, server: Server, trials: int, seed: int) -> dict[str, float]:

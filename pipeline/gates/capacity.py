@@ -3,9 +3,9 @@
 A rate at or above the threshold that passed a hold decides a pass, whatever the search
 found above it: the exact capacity when a failing rate capped it, else "capacity ≥ X" (a
 lower bound). A hold at the threshold that failed on its evidence (its p99 interval over
-the SLO, a growing backlog, errors), or every rate tried missing the SLO down to the
-threshold, decides a failure. Anything else is inconclusive, with the reason and what to
-change.
+the SLO, a growing backlog, errors), a failing rate at or under the threshold above the
+capacity, or every rate tried missing the SLO down to the threshold, decides a failure.
+Anything else is inconclusive, with the reason and what to change.
 """
 
 from __future__ import annotations
@@ -29,6 +29,12 @@ def capacity_gate(search: CapacitySearch, minimum: float | None) -> Gate | None:
                     interval=interval, samples=confirmed.samples,
                     reason=(f"capacity ≥ {confirmed.rate_rps:,.0f}/s, a lower bound "
                             f"(capped by {search.limited_by})"))
+    top = search.first_failure_above
+    if confirmed is not None and top is not None and top.rate_rps <= minimum:
+        return Gate(NAME, confirmed.rate_rps, minimum, False, ">=", "/s", interval=interval,
+                    samples=confirmed.samples,
+                    reason=(f"capacity {confirmed.rate_rps:,.0f}/s: the hold at "
+                            f"{top.rate_rps:,.0f}/s, at most the minimum, failed"))
     lowest = search.lowest_rate_rps or 0.0
     if search.threshold_outcome == "failed":
         failed = next(step for step in reversed(search.steps)

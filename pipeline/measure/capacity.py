@@ -32,7 +32,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-from pipeline.measure.capacity_hold import BLOCK_MIN_SAMPLES, HOLD_BLOCKS, Block, judge_hold
+from pipeline.measure.capacity_hold import (
+    BLOCK_MIN_SAMPLES,
+    HOLD_BLOCKS,
+    HOLD_LOOKS,
+    Block,
+    judge_hold,
+    look_confidence,
+    pooled_p99_ms,
+)
 from pipeline.measure.drain import Drained
 from pipeline.measure.loadgen import MIN_SAMPLES_FOR
 
@@ -48,8 +56,6 @@ MIN_P99_SAMPLES = MIN_SAMPLES_FOR["p99"]
 # The bracketing steps leave the budget room for this many holds: the confirmation and a
 # retry at a lower rate when it misses.
 HOLDS_KEPT = 2
-# Holds at the threshold when the first is undecided: a second look with fresh samples.
-THRESHOLD_TRIES = 2
 # The default budget, at least: what a fast model's search takes on a quiet machine.
 MIN_DEFAULT_BUDGET_S = 12.0
 
@@ -106,6 +112,12 @@ class StepOutcome:
     settle_s: float = 0.0     # then waited until a single request was prompt again
     p99_interval_ms: tuple[float | None, float | None] | None = None
     block_p99_ms: tuple[float, ...] = ()
+    # A hold's blocks (each segment's first a warm-up) and the pooled p99 of the judged
+    # ones; on_blocks: its verdict came from them, not from a check that failed first.
+    blocks: tuple[Block, ...] = ()
+    settled_p99_ms: float | None = None
+    on_blocks: bool = False
+    segments: int = 1
 
     @property
     def passed(self) -> bool:
@@ -123,6 +135,7 @@ def judge(step: StepMeasurement, limits: Limits, on_bound: bool = False) -> Step
     growth = step.p50_second_half_ms - step.p50_first_half_ms
     interval = step.p99_interval_ms
     verdict: Verdict = "fail"
+    on_blocks = False
     if not p99_supported(step.samples, limits):
         reason = f"only {step.samples} samples (a p99 needs ≥ {limits.min_samples})"
     elif step.error_rate > limits.error_rate:
@@ -133,6 +146,7 @@ def judge(step: StepMeasurement, limits: Limits, on_bound: bool = False) -> Step
         held = judge_hold(list(step.blocks[1:]), step.settled_p99_ms, limits.slo_p99_ms,
                           limits.confidence)
         verdict, reason, interval = held.verdict, held.reason, held.interval_ms
+        on_blocks = True
     else:
         verdict, reason = _judge_halves(step, limits, on_bound, growth)
     if step.client_bound:
@@ -142,7 +156,9 @@ def judge(step: StepMeasurement, limits: Limits, on_bound: bool = False) -> Step
     return StepOutcome(step.rate_rps, step.duration_s, step.p99_ms, step.error_rate,
                        step.samples, step.drain_s, growth, step.lag_p99_ms, verdict, reason,
                        step.unanswered, step.lingered_s, p99_interval_ms=interval,
-                       block_p99_ms=tuple(block.p99_ms for block in step.blocks))
+                       block_p99_ms=tuple(block.p99_ms for block in step.blocks),
+                       blocks=step.blocks, settled_p99_ms=step.settled_p99_ms,
+                       on_blocks=on_blocks)
 
 
 def _judge_halves(step: StepMeasurement, limits: Limits, on_bound: bool,
@@ -202,6 +218,8 @@ class SearchSettings:
     # this many samples; one with blocks needs BLOCK_MIN_SAMPLES in each.
     hold_min_samples: int = MIN_P99_SAMPLES
     blocks: int = HOLD_BLOCKS
+    # A hold passes only once it has lasted this long (capacity_hold: slow episodes).
+    hold_span_s: float = 0.0
 
     def step_duration(self, rate: float) -> float:
         """The configured step, longer where the rate is too low for enough samples."""
@@ -214,6 +232,10 @@ class SearchSettings:
         """The configured hold, longer where the rate is too low for the samples its
         verdict needs: enough in every block for a p99."""
         return max(self.hold_s, self.step_duration(rate), 1.2 * self.hold_samples() / rate)
+
+    def hold_first(self, rate: float) -> float:
+        """A hold's first segment: its span, or the configured hold if that is longer."""
+        return max(self.hold_span_s, self.hold_duration(rate))
 
     def longest(self, duration: float) -> float:
         """A step's hard bound: its schedule, then its requests' timeout at most."""
@@ -230,10 +252,10 @@ class SearchSettings:
         """A budget that fits the rate: the first threshold hold, then a search of four
         steps and HOLDS_KEPT holds at the start rate (a slow model's hold takes longer)."""
         search = 4 * self.longest(self.step_duration(start_rps)) + \
-            HOLDS_KEPT * self.longest(self.hold_duration(start_rps))
+            HOLDS_KEPT * self.longest(self.hold_first(start_rps))
         if threshold_rps is not None:
             first = self.first_threshold_rate(threshold_rps, start_rps)
-            search += self.longest(self.hold_duration(first))
+            search += self.longest(self.hold_first(first))
         return max(MIN_DEFAULT_BUDGET_S, search)
 
 
@@ -323,12 +345,32 @@ class _Runner:
     settings: SearchSettings
     clock: Callable[[], float]
     deadline: float
+    limits: Limits | None = None
 
     def fits(self, seconds: float) -> bool:
         return self.clock() + seconds <= self.deadline
 
     def measure(self, rate: float, duration: float, hold: bool) -> StepOutcome:
         outcome = replace(self.step(rate, duration, hold), hold=hold)
+        return self.record(outcome)
+
+    def hold(self, rate: float) -> StepOutcome:
+        """A hold at `rate` in segments until decided (`capacity_hold`), one step recorded."""
+        settings, segments = self.settings, []
+        duration = settings.hold_first(rate)
+        while True:
+            segments.append(self.step(rate, duration, True))
+            outcome = combine_segments(segments, self.limits, settings.hold_span_s)
+            if outcome.verdict != "undecided" or len(segments) >= HOLD_LOOKS:
+                break
+            duration = settings.hold_duration(rate)
+            if not self.fits(settings.longest(duration)):
+                outcome = replace(outcome, reason=outcome.reason + "; no time left in the "
+                                  "budget to hold longer")
+                break
+        return self.record(replace(outcome, hold=True))
+
+    def record(self, outcome: StepOutcome) -> StepOutcome:
         if not outcome.passed:
             drained = self.settle()
             outcome = replace(outcome, settle_s=drained.seconds)
@@ -337,44 +379,71 @@ class _Runner:
                 self.search.capped_by = "a backlog that did not drain"
                 self.search.stop_reason = (f"the server still had a backlog "
                                            f"{drained.seconds:.1f}s after the step at "
-                                           f"{rate:.0f}/s")
+                                           f"{outcome.rate_rps:.0f}/s")
         self.search.steps.append(outcome)
         return outcome
 
 
+def combine_segments(segments: list[StepOutcome], limits: Limits | None,
+                     span_s: float) -> StepOutcome:
+    """The hold so far: a check that failed in the last segment (errors, samples, a drain,
+    the client) decides; else all the segments' judged blocks, at each look's confidence;
+    a pass before the span is undecided. Without limits, the last segment's verdict."""
+    last = segments[-1]
+    seconds = sum(segment.duration_s for segment in segments)
+    samples = sum(segment.samples for segment in segments)
+    merged = replace(last, duration_s=seconds, samples=samples, segments=len(segments),
+                     blocks=tuple(b for segment in segments for b in segment.blocks),
+                     block_p99_ms=tuple(p for segment in segments for p in segment.block_p99_ms),
+                     unanswered=sum(segment.unanswered for segment in segments),
+                     error_rate=sum(s.error_rate * s.samples for s in segments) / max(1, samples))
+    judged = [block for segment in segments for block in segment.blocks[1:]]
+    if limits is None or not last.on_blocks or last.verdict == "client_bound" or \
+            len(judged) < 3:
+        return merged
+    pools = [(sum(b.samples for b in segment.blocks[1:]), segment.settled_p99_ms or 0.0)
+             for segment in segments]
+    settled = pooled_p99_ms(pools)
+    held = judge_hold(judged, settled, limits.slo_p99_ms, look_confidence(limits.confidence))
+    verdict: Verdict = held.verdict
+    reason = held.reason + (f" ({len(segments)} segments, {seconds:.3g}s)"
+                            if len(segments) > 1 else "")
+    if verdict == "pass" and seconds < span_s:
+        verdict, reason = "undecided", (f"{held.reason}, but held {seconds:.3g}s of the "
+                                        f"{span_s:g}s a pass needs")
+    return replace(merged, verdict=verdict, reason=reason, p99_ms=settled,
+                   settled_p99_ms=settled, p99_interval_ms=held.interval_ms)
+
+
 def _decide_threshold(run: _Runner, threshold: float) -> None:
-    """Hold a rate at or above the threshold; after a miss above it, the threshold itself;
-    after an undecided hold there, once more."""
+    """Hold a rate at or above the threshold; after a miss above it, the threshold itself
+    (a hold measures on while undecided, up to its looks)."""
     search, settings = run.search, run.settings
     rate = settings.first_threshold_rate(threshold, search.start_rps)
-    tries = 0
     search.threshold_outcome = "untried"
     while not search.stuck:
-        duration = settings.hold_duration(rate)
+        duration = settings.hold_first(rate)
         if not run.fits(settings.longest(duration)):
             search.threshold_reason = (
                 f"the {settings.budget_s:g}s budget had no time left to hold {rate:,.0f}/s "
                 f"({duration:.1f}s for {settings.hold_samples()} requests): raise "
                 "stages.saturation.capacity.budget")
             return
-        outcome = run.measure(rate, duration, hold=True)
+        outcome = run.hold(rate)
         if outcome.passed:
             search.threshold_outcome = "held"
-            search.threshold_reason = f"held {rate:,.0f}/s for {duration:.3g}s"
+            search.threshold_reason = f"held {rate:,.0f}/s for {outcome.duration_s:.3g}s"
             return
         search.threshold_outcome = "undecided"
         search.threshold_reason = f"the hold at {rate:,.0f}/s: {outcome.reason}"
-        if rate > threshold:
-            rate = threshold      # a higher rate missed: that decides nothing about this one
-            continue
-        if outcome.verdict == "fail":
-            search.threshold_outcome = "failed"
+        if rate <= threshold:
+            if outcome.verdict == "fail":
+                search.threshold_outcome = "failed"
+            else:
+                search.threshold_reason += (" (a longer stages.saturation.capacity.hold "
+                                            "would decide)")
             return
-        tries += 1
-        if tries >= THRESHOLD_TRIES:
-            search.threshold_reason += (" (after a second hold; a longer "
-                                        "stages.saturation.capacity.hold would decide)")
-            return
+        rate = threshold      # a higher rate missed: that decides nothing about this one
 
 
 def _next_rate(search: CapacitySearch, rate: float, settings: SearchSettings) -> float | None:
@@ -406,7 +475,7 @@ def _bracket(run: _Runner) -> None:
     rate = _first_rate(search, settings)
     while rate is not None and not search.stuck:
         best = search.best_step
-        hold = settings.longest(settings.hold_duration(min(rate, best.rate_rps) if best else rate))
+        hold = settings.longest(settings.hold_first(min(rate, best.rate_rps) if best else rate))
         # A confirmation and one retry at a lower rate matter more than a narrower interval
         # or a higher lower bound: a hold can miss where the short steps passed (slow queue
         # growth, or errors only a longer hold shows), bracketed or not.
@@ -439,13 +508,12 @@ def _confirm(run: _Runner) -> str:
         return f"{best.rate_rps:,.0f}/s held for {best.duration_s:.3g}s"
     rate, misses = best.rate_rps, 0
     while not search.stuck:
-        duration = settings.hold_duration(rate)
-        if not run.fits(settings.longest(duration)):
+        if not run.fits(settings.longest(settings.hold_first(rate))):
             search.capped_by = search.capped_by or "the time budget"
             return f"no time left in the budget to hold {rate:.0f}/s"
-        outcome = run.measure(rate, duration, hold=True)
+        outcome = run.hold(rate)
         if outcome.passed:
-            return f"confirmed by a {duration:.3g}s hold"
+            return f"confirmed by a {outcome.duration_s:.3g}s hold"
         # Lower by the resolution, doubling with each further miss (the short steps
         # overestimate by more than that), or to a lower rate a step passed, if any:
         # measured evidence with more margin than a guess.
@@ -462,14 +530,16 @@ def _confirm(run: _Runner) -> str:
 
 def find_capacity(step: Step, settle: Settle, knee_rps: float, settings: SearchSettings,
                   clock: Callable[[], float] = time.monotonic,
-                  threshold_rps: float | None = None) -> CapacitySearch:
+                  threshold_rps: float | None = None,
+                  limits: Limits | None = None) -> CapacitySearch:
     """`step(rate, duration_s, hold)` measures and judges one step; `settle()` waits until the
     server has worked off a backlog. Both count against the budget. With `threshold_rps`,
-    `capacity >= threshold_rps` is decided first (`threshold_outcome`)."""
+    `capacity >= threshold_rps` is decided first (`threshold_outcome`). With `limits`, a
+    hold is judged on the blocks of all its segments (else each on its own verdict)."""
     search = CapacitySearch(knee_rps, knee_rps * settings.start_fraction,
                             threshold_rps=threshold_rps)
     began = clock()
-    run = _Runner(step, settle, search, settings, clock, began + settings.budget_s)
+    run = _Runner(step, settle, search, settings, clock, began + settings.budget_s, limits)
     if threshold_rps is not None:
         _decide_threshold(run, threshold_rps)
     _bracket(run)
@@ -477,3 +547,11 @@ def find_capacity(step: Step, settle: Settle, knee_rps: float, settings: SearchS
     search.stop_reason = "; ".join(part for part in (search.stop_reason, confirmation) if part)
     search.spent_s = clock() - began
     return search
+
+
+def hold_rate(step: Step, settle: Settle, rate: float, settings: SearchSettings,
+              limits: Limits, clock: Callable[[], float] = time.monotonic) -> StepOutcome:
+    """One hold at `rate` within `settings.budget_s`, as the search holds a rate."""
+    search = CapacitySearch(rate, rate)
+    run = _Runner(step, settle, search, settings, clock, clock() + settings.budget_s, limits)
+    return run.hold(rate)

@@ -17,6 +17,14 @@ in time, and the block is the unit of evidence:
 
 The verdict is three-way: pass (the upper bound within the SLO, no backlog), fail (the
 lower bound over it, or a backlog), undecided (the interval straddles the SLO).
+
+Sequential: a hold is measured in segments of the configured length, each an open loop of
+its own (its first block a warm-up again), and judged on all the blocks so far after each,
+until decided or HOLD_LOOKS segments. A failure may stop it at any look; a pass only once
+the hold has lasted its span (`SearchSettings.hold_span_s`): a busy machine slows a
+server in episodes that a few seconds may not contain, and blocks that all missed one look
+alike, so no interval drawn from them can know. The looks share the stated error rate
+(Bonferroni: each is judged at 1 - (1 - confidence) / HOLD_LOOKS).
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ HoldVerdict = Literal["pass", "fail", "undecided"]
 HOLD_BLOCKS = 7
 BLOCK_MIN_SAMPLES = 100
 MATERIAL_RISE = 0.05
+# At most this many segments per hold, the looks over which its error rate is spent.
+HOLD_LOOKS = 4
 
 
 @dataclass(frozen=True)
@@ -129,3 +139,15 @@ def judge_hold(blocks: list[Block], settled_p99_ms: float, slo_p99_ms: float,
     return HoldJudgement("undecided", (
         f"{shown} straddles the SLO {slo_p99_ms:g}ms (sectioning over {len(blocks)} "
         "blocks): a longer hold would decide"), interval, rise)
+
+
+def look_confidence(confidence: float, looks: int = HOLD_LOOKS) -> float:
+    """Each look's confidence, so that all `looks` together keep `confidence`."""
+    return 1 - (1 - confidence) / looks
+
+
+def pooled_p99_ms(segments: list[tuple[int, float]]) -> float:
+    """The p99 over segments, from each one's (samples, pooled p99): their sample-weighted
+    mean (each segment's pool is an estimate of the same p99 at the same rate)."""
+    total = sum(samples for samples, _ in segments)
+    return sum(samples * p99 for samples, p99 in segments) / total

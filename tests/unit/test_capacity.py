@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
+from pipeline.gates.capacity import capacity_gate
 from pipeline.gates.order_stats import quantile_ranks, samples_for_upper_bound
 from pipeline.measure import capacity
 from pipeline.measure.capacity import find_capacity, judge
@@ -17,8 +18,6 @@ from pipeline.measure.capacity_steps import step_in_flight
 from pipeline.measure.drain import Drained, until_prompt
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop
 from pipeline.servers.base import HttpRequest
-from pipeline.spec.models import SloSpec
-from stages.saturation import _capacity_gate
 from tests.support.http_server import serving
 
 LIMITS = capacity.Limits(slo_p99_ms=50.0, error_rate=0.001)
@@ -185,7 +184,6 @@ def test_a_hold_missed_before_any_step_failed_still_has_time_for_its_retry() -> 
 
 def test_no_rate_confirmed_within_the_budget_is_unknown_not_zero() -> None:
     clock = FakeClock()
-    slo = SloSpec.model_validate({"p99": "50ms", "min_throughput": "100/s"})
 
     def late(rate: float, duration_s: float, hold: bool = False) -> capacity.StepOutcome:
         clock.now += duration_s
@@ -194,34 +192,37 @@ def test_no_rate_confirmed_within_the_budget_is_unknown_not_zero() -> None:
     search = find_capacity(late, settler(clock), 1000.0, settings(budget_s=8.0), clock)
     assert search.steps and all(step.verdict == "client_bound" for step in search.steps)
     assert search.bound == "unknown" and search.best is None
-    gate = _capacity_gate(search, slo)
+    gate = capacity_gate(search, 100.0)
     assert gate is not None and gate.outcome == "inconclusive" and gate.observed == "unknown"
     assert "no rate confirmed within the budget" in gate.reason
     # A budget too small for a step and a hold: nothing measured, capacity unknown.
     clock.now = 0.0
     nothing = find_capacity(late, settler(clock), 1000.0, settings(budget_s=3.0), clock)
     assert nothing.steps == [] and nothing.bound == "unknown"
-    gate = _capacity_gate(nothing, slo)
+    gate = capacity_gate(nothing, 100.0)
     assert gate is not None and gate.outcome == "inconclusive"
 
 
 def test_missing_the_slo_at_every_rate_tried_fails_the_gate() -> None:
     clock = FakeClock()
-    slo = SloSpec.model_validate({"p99": "50ms", "min_throughput": "100/s"})
 
     def slow(rate: float, duration_s: float, hold: bool = False) -> capacity.StepOutcome:
         clock.now += duration_s
         return judge(measured(rate, p99=80.0), LIMITS)
 
-    search = find_capacity(slow, settler(clock), 1000.0, settings(budget_s=11), clock)
+    # Each step leaves the budget room for two holds at its rate: 700 samples each.
+    search = find_capacity(slow, settler(clock), 1000.0, settings(budget_s=20), clock)
     assert [round(s.rate_rps) for s in search.steps] == [500, 250, 125]
     assert search.bound == "none" and search.interval_rps is None
-    gate = _capacity_gate(search, slo)
+    # Missing at 125/s says nothing about 100/s; at a minimum of 150/s it decides.
+    gate = capacity_gate(search, 100.0)
+    assert gate is not None and gate.outcome == "inconclusive"
+    gate = capacity_gate(search, 150.0)
     assert gate is not None and gate.outcome == "failed" and gate.observed == "< 125/s"
-    # A confirmed capacity is gated on its value, and fails under the minimum.
+    # A capacity capped by a failing rate under the minimum fails.
     clock.now = 0.0
     low = find_capacity(queue(90.0, clock, []), settler(clock), 150.0, settings(), clock)
-    gate = _capacity_gate(low, slo)
+    gate = capacity_gate(low, 100.0)
     assert low.confirmed is not None and gate is not None and gate.outcome == "failed"
     assert gate.observed == low.confirmed.rate_rps < 100.0
 
@@ -268,21 +269,20 @@ def test_a_hold_is_long_enough_for_its_p99_bound() -> None:
     assert quantile_ranks(needed - 1, 0.99, 0.95)[1] > needed - 3
     held = capacity.SearchSettings(budget_s=30.0, step_s=1.0, hold_s=3.0, step_timeout_s=0.2,
                           hold_min_samples=needed)
+    assert held.hold_samples() == max(needed, 7 * 100)    # 100 in each of seven blocks
     assert held.hold_duration(10_000.0) == 3.0
-    assert held.hold_duration(100.0) == pytest.approx(1.2 * needed / 100.0)
+    assert held.hold_duration(100.0) == pytest.approx(1.2 * held.hold_samples() / 100.0)
 
 
 def test_the_capacity_gate_carries_the_bisection_interval() -> None:
     clock, calls = FakeClock(), []
-    slo = SloSpec.model_validate({"p99": "50ms", "min_throughput": "100/s"})
     search = find_capacity(queue(1000.0, clock, calls), settler(clock), 1000.0,
                            settings(budget_s=30.0), clock)
-    gate = _capacity_gate(search, slo)
+    gate = capacity_gate(search, 100.0)
     assert search.confirmed is not None and search.interval_rps is not None
     assert gate is not None and gate.outcome == "passed"
     assert gate.interval == search.interval_rps and gate.samples == search.confirmed.samples
-    strict = SloSpec.model_validate({"p99": "50ms", "min_throughput": "5000/s"})
-    failed = _capacity_gate(search, strict)
+    failed = capacity_gate(search, 5000.0)
     assert failed is not None and failed.outcome == "failed"
 
 
@@ -290,7 +290,7 @@ def test_low_rates_get_longer_steps_for_enough_samples() -> None:
     assert settings().step_duration(1000.0) == 1.0
     assert settings().step_duration(20.0) == 6.0
     assert settings().hold_duration(1000.0) == 3.0
-    assert settings().hold_duration(20.0) == 6.0
+    assert settings().hold_duration(20.0) == pytest.approx(1.2 * 700 / 20.0)
     assert settings().longest(1.0) == pytest.approx(1.2)
 
 
@@ -365,7 +365,7 @@ def _request(base: str, delay_ms: int) -> HttpRequest:
 def test_a_step_ends_at_its_duration_plus_the_timeout(delayed: str) -> None:
     # Every answer takes 600 ms, the step 400 ms with a 100 ms timeout: at 500 ms all of
     # them are still in flight; they count as unanswered, censored at the timeout, and
-    # their connections stay open until their answers came (the linger), not closed.
+    # their connections stay open until their answers came (the linger, 2 s at most).
     _Delayed.answered = 0
     started = time.perf_counter()
     outcome = asyncio.run(open_loop(_request(delayed, 600), [Phase("steady", 50.0, 0.4)], 0.1,
@@ -374,15 +374,16 @@ def test_a_step_ends_at_its_duration_plus_the_timeout(delayed: str) -> None:
     steady = outcome.phases["steady"]
     assert steady.errors == {"unanswered": 20} and steady.completed == 0
     assert steady.percentile_ms(99) == pytest.approx(100.0, rel=0.01)
-    assert 0.05 < outcome.lingered_s < 0.9 and outcome.unsettled == 0
-    assert _Delayed.answered == 20 and elapsed < 0.5 + 1.0
-    # With a short linger the rest are given up: the whole step is bounded anyway.
+    assert 0.05 < outcome.lingered_s < 2.0 and outcome.unsettled == 0
+    assert _Delayed.answered == 20 and elapsed < 0.5 + 2.0
+    # With a short linger the rest are given up: the step ends near its hard end plus the
+    # linger (0.7 s), far before the 4 s answers would have come.
     started = time.perf_counter()
-    outcome = asyncio.run(open_loop(_request(delayed, 2000), [Phase("steady", 50.0, 0.4)],
+    outcome = asyncio.run(open_loop(_request(delayed, 4000), [Phase("steady", 50.0, 0.4)],
                                     0.1, hard_end=HardEnd(0.5, 0.2)))
-    assert time.perf_counter() - started < 0.5 + 0.2 + 0.3
+    assert time.perf_counter() - started < 2.5
     errors = outcome.phases["steady"].errors  # given up at the timeout plus the linger
-    assert outcome.lingered_s <= 0.25 and sum(errors.values()) == 20
+    assert outcome.lingered_s <= 0.5 and sum(errors.values()) == 20
     assert set(errors) <= {"unanswered", "timeout"} and errors["unanswered"] > 0
 
 
@@ -392,7 +393,8 @@ def test_an_answer_after_the_timeout_is_a_timeout_on_a_kept_connection(delayed: 
                                     hard_end=HardEnd(1.0, 2.0)))
     steady = outcome.phases["steady"]
     assert steady.errors == {"timeout": 10} and _Delayed.answered == 10
-    assert steady.percentile_ms(99) == pytest.approx(100.0, rel=0.05)
+    # Censored at the timeout (a busy machine may fire it a little late).
+    assert 99.0 <= steady.percentile_ms(99) <= 150.0
 
 
 def test_draining_waits_for_one_prompt_answer(delayed: str) -> None:
