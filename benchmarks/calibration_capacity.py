@@ -14,7 +14,8 @@ prints one JSON line: the fractions of trials per case, and over the cases
 `capacity_pass_at_0_8` (a hold at 0.8 x passes; goal >= 95%), `threshold_decided_pass`
 (slo.min_throughput at 0.5 x the true capacity: the gate passes), `exact_within_70_100pct`
 (the slow model: one instance, 5 ms per execution, SLO p99 50 ms, physical limit 200/s,
-gets an exact capacity within 70-100% of 200/s).
+gets an exact capacity within 70-100% of 200/s). `capacity_pass_above_10pct(trials,
+seed)` gives the first alone, for benchmarks/calibration.py.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -38,6 +38,7 @@ from pipeline.gates.capacity import capacity_gate
 from pipeline.measure import capacity
 from pipeline.measure.capacity_hold import HOLD_BLOCKS, Block
 from pipeline.measure.drain import Drained
+from pipeline.spec.stage_settings import CapacitySpec
 
 Floats = npt.NDArray[np.float64]
 SLO_MS = 50.0
@@ -178,11 +179,12 @@ def true_capacity(server: Server, seed: int) -> float:
 
 
 LIMITS = capacity.Limits(SLO_MS, ERROR_RATE)
-HOLD_SPAN_S = float(os.environ.get("HOLD_SPAN_S", "0"))
+HOLD_SPAN_S = CapacitySpec().span.seconds
 
 
 def settings(knee: float, threshold: float | None) -> capacity.SearchSettings:
-    """The spec's defaults (1 s steps, 3 s holds), the budget as the stage sizes it."""
+    """The spec's defaults (1 s steps, 3 s holds, the span), the budget as the stage sizes
+    it."""
     fixed = capacity.SearchSettings(0.0, 1.0, 3.0, TIMEOUT_S, hold_span_s=HOLD_SPAN_S)
     budget = fixed.needed_budget(knee * fixed.start_fraction, threshold)
     return replace(fixed, budget_s=budget)
@@ -207,8 +209,7 @@ def search(server: Server, knee: float, threshold: float | None,
 
 def case_rates(name: str, server: Server, trials: int, seed: int) -> dict[str, float]:
     true = true_capacity(server, seed)
-    rng = np.random.default_rng(seed + 1)
-    seeds = [int(value) for value in rng.integers(0, 2**31, size=trials)]
+    seeds = trial_seeds(trials, seed)
     above = np.mean([hold_passes(server, 1.1 * true, s) for s in seeds])
     at = np.mean([hold_passes(server, 1.0 * true, s) for s in seeds])
     below = np.mean([hold_passes(server, 0.8 * true, s) for s in seeds])
@@ -230,6 +231,23 @@ def case_rates(name: str, server: Server, trials: int, seed: int) -> dict[str, f
             f"{name}_threshold_decided_pass": float(np.mean(decided)),
             f"{name}_exact_within_70_100pct": float(np.mean(exact)),
             f"{name}_capacity_over_10pct": float(np.mean(over))}
+
+
+def trial_seeds(trials: int, seed: int) -> list[int]:
+    rng = np.random.default_rng(seed + 1)
+    return [int(value) for value in rng.integers(0, 2**31, size=trials)]
+
+
+def capacity_pass_above_10pct(trials: int = 100, seed: int = 1) -> float:
+    """The share of trials in which a hold at 1.1 x the true capacity passes, the most over
+    the cases (goal: at most 5%). Holds only, no search: about a minute at 100 trials."""
+    worst = 0.0
+    for server in CASES.values():
+        true = true_capacity(server, seed)
+        rate = float(np.mean([hold_passes(server, 1.1 * true, s)
+                              for s in trial_seeds(trials, seed)]))
+        worst = max(worst, rate)
+    return worst
 
 
 def capacity_pass_rates(trials: int = 100, seed: int = 1) -> dict[str, float]:

@@ -100,6 +100,9 @@ def _record_capacity(search: CapacitySearch, metrics: dict[str, float],
                                    for step in search.steps],
                    capacity_stop_reason=search.stop_reason,
                    capacity_start_rps=search.start_rps, capacity_bound=search.bound)
+    if search.threshold_outcome is not None:
+        details.update(capacity_threshold_outcome=search.threshold_outcome,
+                       capacity_threshold_reason=search.threshold_reason)
     metrics.update(capacity_steps=float(len(search.steps)), capacity_search_s=search.spent_s)
     best, interval = search.best, search.interval_rps
     if best is None or interval is None:

@@ -11,6 +11,9 @@ in time, and the block is the unit of evidence:
 - The p99 is the pooled p99 of the judged blocks; its interval is sectioning's (the spread
   of the per-block p99s, Student's t with blocks - 1 degrees of freedom). That assumes
   blocks far apart in time are close to independent, not that requests are.
+- A block whose p99 is over the SLO, while the interval is within it, is an episode (a
+  busy neighbour, a pause) that the hold is too short to weigh: no pass on it; the hold
+  measures on, and ends undecided if the episode's weight stays unknown.
 - The backlog test: a least-squares trend of the per-block medians, one-sided at the same
   level; a queue that grows shows as a rising median. It fails the hold only when the rise
   over the hold is also material (over `MATERIAL_RISE` of the SLO, at least 1 ms).
@@ -131,6 +134,11 @@ def judge_hold(blocks: list[Block], settled_p99_ms: float, slo_p99_ms: float,
             f"backlog grew: the block medians rose {rise:.1f}ms over the hold (a trend at "
             f"{confidence:.0%})"), interval, rise)
     shown = f"p99 {settled_p99_ms:.1f}ms, interval [{max(0.0, low):.1f}, {high:.1f}]ms"
+    worst = max(blocks, key=lambda block: block.p99_ms)
+    if high <= slo_p99_ms and worst.p99_ms > slo_p99_ms:
+        return HoldJudgement("undecided", (
+            f"{shown}, but one block's p99 {worst.p99_ms:.1f}ms is over the SLO "
+            f"{slo_p99_ms:g}ms: an episode the hold is too short to weigh"), interval, rise)
     if high <= slo_p99_ms:
         return HoldJudgement("pass", f"{shown} within the SLO {slo_p99_ms:g}ms, no backlog",
                              interval, rise)

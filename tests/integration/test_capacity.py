@@ -12,6 +12,7 @@ that (a ratio per model), not a test.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -24,8 +25,34 @@ from tests.support.specs import fast_spec
 
 pytestmark = pytest.mark.integration
 
+# The budget as the search sizes it; a hold passes after 10 s (the default span is longer).
 SATURATION = ("  saturation: {max_concurrency: 4, probe_duration: 500ms,\n"
-              "               capacity: {budget: 30s, step: 500ms, hold: 10s}}\n")
+              "               capacity: {step: 500ms, hold: 5s, span: 10s}}\n")
+
+# One execution takes 5 ms whatever else happens, one request per execution on one
+# instance: at most 200/s.
+FIVE_MS_MODEL = '''"""A slow good model: 5 ms per execution."""
+
+import time
+
+import torch
+from torch import nn
+
+
+class FiveMs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                                    nn.Linear(64, 4))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.005)
+        return torch.softmax(self.layers(features), dim=-1)
+
+
+def build() -> nn.Module:
+    return FiveMs()
+'''
 
 
 def write_spec(project: Path, model: str) -> Path:
@@ -94,7 +121,61 @@ def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path,
     assert metrics["capacity_p99_ms"] <= slo_ms
     held = next(s for s in steps if s["hold"] and s["passed"] and s["rate_rps"] == low)
     assert held["duration_s"] >= 10.0
+    # Threshold first: the gate was decided by a hold at or above slo.min_throughput.
+    assert details["capacity_threshold_outcome"] == "held"
+    gate = next(g for g in stage["gates"] if g["name"] == "saturation.capacity_rps")
+    assert gate["outcome"] == "passed"
     assert details["capacity_p99_interval_ms"][1] <= slo_ms
     print(f"\n{model}: knee {metrics['knee_throughput_rps']:.0f}/s, capacity "
           f"{metrics['capacity_rps']:.0f}/s ({details['capacity_bound']}), interval "
           f"{low:.0f}-{high}, saturation {stage['duration_s']:.1f}s")
+
+
+def five_ms_project(project: Path, min_throughput: str) -> None:
+    """The example served by FiveMs, without batching, with the default capacity search."""
+    (project / "five_ms.py").write_text(FIVE_MS_MODEL)
+    text = fast_spec((project / "serve.yaml").read_text())
+    text = text.replace("source: examples/mlp/model.pt", "source: examples/mlp/weights.pt")
+    text = text.replace("format: torchscript", "format: eager\n  entrypoint: five_ms.py:build")
+    head, _, rest = text.partition("  batching:\n")
+    text = head + "  batching: {max_batch_size: 1, max_queue_delay: 0ms}\n" + \
+        "  ports:" + rest.partition("  ports:")[2]
+    text = text.replace("min_throughput: 100/s", f"min_throughput: {min_throughput}")
+    head, _, rest = text.partition("  saturation: {max_concurrency: 4")
+    text = head + "  saturation: {max_concurrency: 16, probe_duration: 1s}\n" + \
+        rest.partition("settle: 250ms}}\n")[2]
+    (project / "serve.yaml").write_text(text)
+
+
+def saturation_of(project: Path) -> dict[str, Any]:
+    record = latest_record(project)
+    stage: dict[str, Any] = next(s for s in record["stages"] if s["name"] == "saturation")
+    return stage
+
+
+def test_a_slow_good_model_gets_an_exact_capacity_near_its_limit(project: Path) -> None:
+    # The default search on a model of tens to hundreds of requests per second: the budget
+    # fits the rate (the threshold hold, then steps sized by the samples a bound needs).
+    five_ms_project(project, "50/s")
+    result = cli(["run", "--stages", "saturation"], project, timeout=400)
+    stage = saturation_of(project)
+    metrics, details = stage["metrics"], stage["details"]
+    steps = [(round(s["rate_rps"]), s["hold"], s["verdict"])
+             for s in details.get("capacity_steps", [])]
+    summary = f"{stage['message']}; steps {steps}"
+    assert result.returncode == 0, summary + result.stderr[-2000:]
+    assert details["capacity_threshold_outcome"] == "held", summary
+    assert details["capacity_bound"] == "exact", summary
+    assert 0.7 * 200 <= metrics["capacity_rps"] <= 200, summary
+    print(f"\nfive_ms: capacity {metrics['capacity_rps']:.0f}/s, "
+          f"search {metrics['capacity_search_s']:.0f}s")
+
+
+def test_the_capacity_gate_fails_on_its_threshold(project: Path) -> None:
+    # 400/s is twice what one 5 ms execution at a time can do: the hold there fails.
+    five_ms_project(project, "400/s")
+    result = cli(["run", "--stages", "saturation"], project, timeout=400)
+    assert result.returncode == 1, result.stdout + result.stderr
+    stage = saturation_of(project)
+    gate = next(g for g in stage["gates"] if g["name"] == "saturation.capacity_rps")
+    assert gate["outcome"] == "failed", gate

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.gates.capacity import capacity_gate
 from pipeline.gates.order_stats import quantile_ranks, samples_for_upper_bound
-from pipeline.measure import capacity
+from pipeline.measure import capacity, capacity_hold
 from pipeline.measure.capacity import find_capacity, judge
 from pipeline.measure.capacity_steps import step_in_flight
 from pipeline.measure.drain import Drained, until_prompt
@@ -411,3 +411,60 @@ def test_a_step_that_has_failed_stops_sending(delayed: str) -> None:
                                     hard_end=HardEnd(1.1, 1.0, max_errors=2)))
     errors = outcome.phases["steady"].errors
     assert errors["unsent"] > 20 and sum(errors.values()) == 50
+
+
+def test_the_threshold_is_held_first_then_the_capacity_refined() -> None:
+    clock, calls = FakeClock(), []
+    search = find_capacity(queue(1000.0, clock, calls), settler(clock), 1600.0,
+                           settings(budget_s=40.0), clock, threshold_rps=100.0)
+    first = search.steps[0]
+    # The lowest rate a 3 s hold has 700 samples for (280/s), above the threshold.
+    assert first.hold and first.passed and first.rate_rps == pytest.approx(280.0)
+    assert search.threshold_outcome == "held" and search.bound == "exact"
+    gate = capacity_gate(search, 100.0)
+    assert gate is not None and gate.outcome == "passed"
+    assert search.confirmed is not None and search.confirmed.rate_rps > 800.0
+
+
+def test_a_failed_hold_at_the_threshold_fails_the_gate() -> None:
+    clock, calls = FakeClock(), []
+    search = find_capacity(queue(90.0, clock, calls), settler(clock), 150.0,
+                           settings(budget_s=60.0), clock, threshold_rps=100.0)
+    assert search.steps[0].hold and search.steps[0].rate_rps == 100.0
+    assert search.threshold_outcome == "failed"
+    # Failed, whatever the search then found below the threshold.
+    gate = capacity_gate(search, 100.0)
+    assert gate is not None and gate.outcome == "failed"
+
+
+def test_an_undecided_hold_measures_on_until_decided() -> None:
+    # Blocks whose p99 interval straddles the SLO at first, then clearly within it: the
+    # hold goes on (one recorded step of several segments) and passes once decided.
+    clock, segments = FakeClock(), []
+
+    def step(rate: float, duration_s: float, hold: bool = False) -> capacity.StepOutcome:
+        clock.now += duration_s
+        segments.append(duration_s)
+        p99s = [30.0, 48.0, 30.0, 48.0, 30.0, 48.0] if len(segments) == 1 else [30.0] * 6
+        blocks = tuple(capacity_hold.Block(200, 2.0, p) for p in [5.0, *p99s])
+        return judge(replace(measured(rate, duration_s=duration_s), blocks=blocks,
+                             settled_p99_ms=max(p99s)), LIMITS, on_bound=True)
+
+    held = capacity.hold_rate(step, settler(clock), 100.0, settings(budget_s=60.0), LIMITS,
+                              clock)
+    assert held.passed and held.segments == len(segments) >= 2
+    assert held.duration_s == pytest.approx(sum(segments))
+    # Never decided: it stops at the looks' cap, undecided (not a pass).
+    clock.now, segments[:] = 0.0, []
+
+    def straddling(rate: float, duration_s: float, hold: bool = False) -> capacity.StepOutcome:
+        clock.now += duration_s
+        segments.append(duration_s)
+        blocks = tuple(capacity_hold.Block(200, 2.0, p)
+                       for p in [5.0, 30.0, 49.0, 30.0, 49.0, 30.0, 49.0])
+        return judge(replace(measured(rate, duration_s=duration_s), blocks=blocks,
+                             settled_p99_ms=47.0), LIMITS, on_bound=True)
+
+    undecided = capacity.hold_rate(straddling, settler(clock), 100.0, settings(budget_s=60.0),
+                                   LIMITS, clock)
+    assert undecided.verdict == "undecided" and len(segments) == capacity_hold.HOLD_LOOKS
