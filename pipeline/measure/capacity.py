@@ -20,9 +20,9 @@ below it (`start_fraction`), above any rate already held, moves up or down geome
 until it has a passing and a failing rate, then bisects until they are within the
 resolution or the time budget needs the rest for a confirmation. After a step that did
 not pass, the server works off its backlog before the next one (`settle`). The capacity
-is the highest rate that passed a hold; a missed hold tries a rate lower by the
-resolution (twice that after a second miss, and so on), or the highest rate a step
-passed below that, while the budget lasts and the rate is above one already held.
+is the highest rate that passed a hold; a missed hold tries a rate lower by twice the
+resolution, or the highest rate a step passed within twice the resolution below that,
+while the budget lasts and the rate is above one already held.
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ CapacityBound = Literal["exact", "lower", "unknown", "none"]
 # failed on its evidence; undecided: holds ran, neither; untried: no hold fitted the budget.
 ThresholdOutcome = Literal["held", "failed", "undecided", "untried"]
 MIN_P99_SAMPLES = MIN_SAMPLES_FOR["p99"]
-# The bracketing steps leave the budget room for this many holds: the confirmation and a
-# retry at a lower rate when it misses.
-HOLDS_KEPT = 2
+# The bracketing steps leave the budget room for this many holds: the confirmation and two
+# retries at lower rates when it misses.
+HOLDS_KEPT = 3
 # The default budget, at least: what a fast model's search takes on a quiet machine.
 MIN_DEFAULT_BUDGET_S = 12.0
 
@@ -243,16 +243,18 @@ class SearchSettings:
 
     def first_threshold_rate(self, threshold_rps: float, start_rps: float) -> float:
         """The first rate held for the threshold: at or above it, no higher than the start
-        rate, and no lower than a rate a hold of the configured length has the samples
-        for (a lower one would only make the hold longer)."""
-        quick = 1.2 * self.hold_samples() / self.hold_s
+        rate, and no lower than a rate a hold of the configured length (or span) has the
+        samples for (a lower one would only make the hold longer)."""
+        quick = 1.2 * self.hold_samples() / max(self.hold_s, self.hold_span_s)
         return max(threshold_rps, min(start_rps, quick))
 
     def needed_budget(self, start_rps: float, threshold_rps: float | None) -> float:
         """A budget that fits the rate: the first threshold hold, then a search of four
-        steps and HOLDS_KEPT holds at the start rate (a slow model's hold takes longer)."""
-        search = 4 * self.longest(self.step_duration(start_rps)) + \
-            HOLDS_KEPT * self.longest(self.hold_first(start_rps))
+        steps and HOLDS_KEPT holds at the start rate (a slow model's hold takes longer),
+        each with room to measure on once while undecided."""
+        search = 4 * self.longest(self.step_duration(start_rps)) + HOLDS_KEPT * (
+            self.longest(self.hold_first(start_rps)) +
+            self.longest(self.hold_duration(start_rps)))
         if threshold_rps is not None:
             first = self.first_threshold_rate(threshold_rps, start_rps)
             search += self.longest(self.hold_first(first))
@@ -514,13 +516,16 @@ def _confirm(run: _Runner) -> str:
         outcome = run.hold(rate)
         if outcome.passed:
             return f"confirmed by a {outcome.duration_s:.3g}s hold"
-        # Lower by the resolution, doubling with each further miss (the short steps
-        # overestimate by more than that), or to a lower rate a step passed, if any:
-        # measured evidence with more margin than a guess.
+        # Lower by twice the resolution (the short steps overestimate by more than it:
+        # they are too short to see a busy machine's episodes), or to a rate a step
+        # passed just below that:
+        # measured evidence with more margin than a guess. Not to one far below: a
+        # ×1.5 ladder's last pass is a third under, where holds are rarely needed.
         misses += 1
-        lower = rate * max(0.5, 1 - settings.resolution * 2 ** (misses - 1))
-        passed_below = [step.rate_rps for step in search.steps
-                        if step.passed and not step.hold and step.rate_rps <= lower]
+        lower = rate * max(0.5, 1 - 2 * settings.resolution)
+        near = lower * (1 - 2 * settings.resolution)
+        passed_below = [step.rate_rps for step in search.steps if step.passed
+                        and not step.hold and near <= step.rate_rps <= lower]
         rate = max(passed_below, default=lower)
         if rate <= floor:
             search.capped_by = search.capped_by or f"a missed hold at {outcome.rate_rps:,.0f}/s"

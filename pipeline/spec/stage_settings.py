@@ -138,9 +138,9 @@ class CapacitySpec(StrictModel):
         "Length of each rate step (longer where the rate is too low for 100 samples). "
         "Requests of a step time out after 4 x slo.p99, and a step ends by then."))
     hold: DurationField | None = Field(default=None, description=(
-        "Length of the confirmation hold at the chosen rate (default: 3 x step); a miss "
-        "holds again at a rate lower by the resolution (doubling with each further "
-        "miss), while the budget lasts."))
+        "Length of a hold's segments (default: 3 x step; longer where the rate is too "
+        "low for 100 samples in each of its 7 blocks); a missed hold holds again at a "
+        "rate lower by twice the resolution, while the budget lasts."))
     span: DurationField = Field(default=Duration(20_000_000_000, "20s"), description=(
         "A hold passes only once it has lasted this long: a busy machine slows a server in "
         "episodes that a few seconds may miss. Undecided, a hold measures on by `hold` at a "
