@@ -441,6 +441,9 @@ def _decide_threshold(run: _Runner, threshold: float) -> None:
         if rate <= threshold:
             if outcome.verdict == "fail":
                 search.threshold_outcome = "failed"
+            elif outcome.verdict == "client_bound":
+                search.threshold_reason += (" (the load generator needs more CPU: "
+                                            "stages.saturation.workers, or a quieter machine)")
             else:
                 search.threshold_reason += (" (a longer stages.saturation.capacity.hold "
                                             "would decide)")
