@@ -34,6 +34,7 @@ from typing import Literal, Protocol
 
 from pipeline.measure.capacity_hold import (
     BLOCK_MIN_SAMPLES,
+    EPISODES_WEIGHED_UNDER,
     HOLD_BLOCKS,
     HOLD_LOOKS,
     Block,
@@ -362,7 +363,8 @@ class _Runner:
         duration = settings.hold_first(rate)
         while True:
             segments.append(self.step(rate, duration, True))
-            outcome = combine_segments(segments, self.limits, settings.hold_span_s)
+            outcome = combine_segments(segments, self.limits, settings.hold_span_s,
+                                       rate <= EPISODES_WEIGHED_UNDER * self.search.knee_rps)
             if outcome.verdict != "undecided" or len(segments) >= HOLD_LOOKS:
                 break
             duration = settings.hold_duration(rate)
@@ -387,7 +389,7 @@ class _Runner:
 
 
 def combine_segments(segments: list[StepOutcome], limits: Limits | None,
-                     span_s: float) -> StepOutcome:
+                     span_s: float, weigh_episodes: bool = False) -> StepOutcome:
     """The hold so far: a check that failed in the last segment (errors, samples, a drain,
     the client) decides; else all the segments' judged blocks, at each look's confidence;
     a pass before the span is undecided. Without limits, the last segment's verdict."""
@@ -406,7 +408,8 @@ def combine_segments(segments: list[StepOutcome], limits: Limits | None,
     pools = [(sum(b.samples for b in segment.blocks[1:]), segment.settled_p99_ms or 0.0)
              for segment in segments]
     settled = pooled_p99_ms(pools)
-    held = judge_hold(judged, settled, limits.slo_p99_ms, look_confidence(limits.confidence))
+    held = judge_hold(judged, settled, limits.slo_p99_ms, look_confidence(limits.confidence),
+                      weigh_episodes)
     verdict: Verdict = held.verdict
     reason = held.reason + (f" ({len(segments)} segments, {seconds:.3g}s)"
                             if len(segments) > 1 else "")

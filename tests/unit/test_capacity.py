@@ -471,3 +471,20 @@ def test_an_undecided_hold_measures_on_until_decided() -> None:
     undecided = capacity.hold_rate(straddling, settler(clock), 100.0, settings(budget_s=60.0),
                                    LIMITS, clock)
     assert undecided.verdict == "undecided" and len(segments) == capacity_hold.HOLD_LOOKS
+
+
+def test_a_block_over_the_slo_blocks_a_pass_until_the_hold_can_weigh_it() -> None:
+    def blocks(count: int) -> list[capacity_hold.Block]:
+        # One episode: a block at 55 ms among blocks at 10 ms.
+        return [capacity_hold.Block(200, 2.0, 55.0 if i == 2 else 10.0) for i in range(count)]
+
+    # One segment's worth: the interval is within 50 ms, but the episode is not weighed.
+    short = capacity_hold.judge_hold(blocks(6), 12.0, 50.0, 0.99)
+    assert short.interval_ms[1] is not None and short.interval_ms[1] <= 50.0
+    assert short.verdict == "undecided" and "1 of 6 blocks" in short.reason
+    # Four segments' worth: one such block in 24 is weighed, where episodes may be (a
+    # rate under half the knee's throughput), and never nearer the knee.
+    weighed = capacity_hold.judge_hold(blocks(24), 12.0, 50.0, 0.99, weigh_episodes=True)
+    assert weighed.verdict == "pass"
+    assert capacity_hold.judge_hold(blocks(18), 12.0, 50.0, 0.99, True).verdict == "undecided"
+    assert capacity_hold.judge_hold(blocks(24), 12.0, 50.0, 0.99).verdict == "undecided"
