@@ -3,10 +3,12 @@
 Three models: the example in TorchScript and in ONNX form (which usually reach the
 closed-loop cap of 4 within the SLO: the knee is then a lower bound), and a slow model of
 our own with a tight SLO that misses it before the cap (an exact knee and capacity).
-The capacity is the rate that passed a 10 s hold (offered again for 10 s after the
-bisection, judged on the upper confidence bound of its p99); whether it also holds on a
-fresh server is a measurement on a noisy machine, so `benchmarks/capacity.py` reports
-that (a ratio per model), not a test.
+A hold at slo.min_throughput comes first (it decides the gate); the capacity is the
+highest rate that passed a hold (10 s here, judged on its blocks); whether it also holds
+on a fresh server is a measurement on a noisy machine, so `benchmarks/capacity.py`
+reports that (a ratio per model), not a test. Then a slow good model (5 ms per
+execution, one at a time) with the default search, and the gate failing on its
+threshold.
 """
 
 from __future__ import annotations
@@ -104,8 +106,8 @@ def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path,
     low, high = details["capacity_interval_rps"]
     assert low == metrics["capacity_rps"]
     steps = details["capacity_steps"]
-    # Below the knee's throughput first (there an open loop only builds a queue); the
-    # capacity is the rate that passed the confirmation hold.
+    # Below the knee's throughput (there an open loop only builds a queue); the capacity
+    # is the highest rate that passed a hold.
     assert steps[0]["rate_rps"] < metrics["knee_throughput_rps"]
     assert any(s["hold"] and s["passed"] and s["rate_rps"] == low for s in steps), steps
     if model == "slow" or details["capacity_bound"] == "exact":
@@ -122,10 +124,13 @@ def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path,
     assert metrics["capacity_p99_ms"] <= slo_ms
     held = next(s for s in steps if s["hold"] and s["passed"] and s["rate_rps"] == low)
     assert held["duration_s"] >= 10.0
-    # Threshold first: the gate was decided by a hold at or above slo.min_throughput.
-    assert details["capacity_threshold_outcome"] == "held"
+    # Threshold first: the first hold was at or above slo.min_throughput; the gate passed
+    # on it, or (when the client fell behind there) on the higher rate held later.
+    threshold = 10.0 if model == "slow" else 100.0
+    assert steps[0]["hold"] and steps[0]["rate_rps"] >= threshold
+    assert details["capacity_threshold_outcome"] in ("held", "undecided")
     gate = next(g for g in stage["gates"] if g["name"] == "saturation.capacity_rps")
-    assert gate["outcome"] == "passed"
+    assert gate["outcome"] == "passed" and low >= threshold
     assert details["capacity_p99_interval_ms"][1] <= slo_ms
     print(f"\n{model}: knee {metrics['knee_throughput_rps']:.0f}/s, capacity "
           f"{metrics['capacity_rps']:.0f}/s ({details['capacity_bound']}), interval "
