@@ -250,15 +250,18 @@ class SearchSettings:
         return max(threshold_rps, min(start_rps, quick))
 
     def needed_budget(self, start_rps: float, threshold_rps: float | None) -> float:
-        """A budget that fits the rate: the first threshold hold, then a search of four
-        steps and HOLDS_KEPT holds at the start rate (a slow model's hold takes longer),
-        each with room to measure on once while undecided."""
+        """A budget that fits the rate: the threshold holds (the first, and the threshold
+        itself if the first was above it), then a search of four steps and HOLDS_KEPT
+        holds at the start rate (a slow model's hold takes longer), each with room to
+        measure on once while undecided."""
         search = 4 * self.longest(self.step_duration(start_rps)) + HOLDS_KEPT * (
             self.longest(self.hold_first(start_rps)) +
             self.longest(self.hold_duration(start_rps)))
         if threshold_rps is not None:
             first = self.first_threshold_rate(threshold_rps, start_rps)
             search += self.longest(self.hold_first(first))
+            if first > threshold_rps:   # and the threshold itself, should that one miss
+                search += self.longest(self.hold_first(threshold_rps))
         return max(MIN_DEFAULT_BUDGET_S, search)
 
 

@@ -488,3 +488,22 @@ def test_a_block_over_the_slo_blocks_a_pass_until_the_hold_can_weigh_it() -> Non
     assert weighed.verdict == "pass"
     assert capacity_hold.judge_hold(blocks(18), 12.0, 50.0, 0.99, True).verdict == "undecided"
     assert capacity_hold.judge_hold(blocks(24), 12.0, 50.0, 0.99).verdict == "undecided"
+
+
+def test_the_sized_budget_fits_a_hold_at_the_threshold_after_a_miss_above_it() -> None:
+    # A slow threshold: 700 samples at 10/s take 84 s; the first hold is at 84/s (10 s).
+    spanned = replace(settings(budget_s=0.0, hold_s=5.0), hold_span_s=10.0)
+    budget = spanned.needed_budget(200.0, 10.0)
+    clock = FakeClock()
+
+    def missing_above_ten(rate: float, duration_s: float, hold: bool = False,
+                          ) -> capacity.StepOutcome:
+        clock.now += duration_s
+        return judge(measured(rate, p99=5.0 if rate <= 10.0 else 80.0,
+                              duration_s=duration_s), LIMITS)
+
+    search = find_capacity(missing_above_ten, settler(clock), 400.0,
+                           replace(spanned, budget_s=budget), clock, threshold_rps=10.0)
+    holds = [step for step in search.steps if step.hold]
+    assert [round(step.rate_rps) for step in holds[:2]] == [84, 10]
+    assert search.threshold_outcome == "held" and clock.now <= budget
