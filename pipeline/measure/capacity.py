@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
+from pipeline.gates.order_stats import quantile_ranks
 from pipeline.measure.capacity_hold import (
     BLOCK_MIN_SAMPLES,
     EPISODES_WEIGHED_UNDER,
@@ -141,6 +142,13 @@ def judge(step: StepMeasurement, limits: Limits, on_bound: bool = False) -> Step
         reason = f"only {step.samples} samples (a p99 needs ≥ {limits.min_samples})"
     elif step.error_rate > limits.error_rate:
         reason = f"error rate {step.error_rate:.2%} over {limits.error_rate:.2%}"
+        errors = round(step.error_rate * step.samples)
+        deciding = failing_errors(step.samples, limits.error_rate, limits.confidence)
+        if on_bound and errors < deciding:
+            # A hold fails on errors when they decide it (the binomial bound), as a stall
+            # of the machine may time out a request or two at any rate.
+            verdict = "undecided"
+            reason += f", {errors} errors of {step.samples}: {deciding} would decide a miss"
     elif step.drain_s * 1e3 > limits.slo_p99_ms:
         reason = f"backlog grew (drained {step.drain_s:.2f}s after the schedule ended)"
     elif on_bound and len(step.blocks) > 3 and step.settled_p99_ms is not None:
@@ -160,6 +168,15 @@ def judge(step: StepMeasurement, limits: Limits, on_bound: bool = False) -> Step
                        block_p99_ms=tuple(block.p99_ms for block in step.blocks),
                        blocks=step.blocks, settled_p99_ms=step.settled_p99_ms,
                        on_blocks=on_blocks)
+
+
+def failing_errors(samples: int, error_rate: float, confidence: float) -> int:
+    """The fewest errors in `samples` that put the error rate over `error_rate` at
+    `confidence` (exact binomial: that many or more come by chance at most 1 - confidence
+    of the time at exactly `error_rate`)."""
+    if samples <= 0 or error_rate <= 0:
+        return 1
+    return quantile_ranks(samples, min(error_rate, 0.5), confidence)[1]
 
 
 def _judge_halves(step: StepMeasurement, limits: Limits, on_bound: bool,

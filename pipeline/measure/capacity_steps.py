@@ -51,7 +51,8 @@ def measure_capacity(ctx: RunContext, server: ModelServer, target: Target,
                               f"capacity {'hold' if hold else 'step'} at {rate:.0f}/s",
                               "constant", timeout_s=timeout_s, hard_end=HardEnd(
                                   duration_s + timeout_s, min(duration_s, request_timeout_s),
-                                  math.floor(slo.error_rate.fraction * rate * duration_s)),
+                                  error_cutoff(rate * duration_s, slo.error_rate.fraction,
+                                               confidence if hold else None)),
                               max_in_flight=step_in_flight(rate, slo.p99.seconds))
         return capacity.judge(step_measurement(rate, duration_s, outcome, hold, confidence),
                               limits, on_bound=hold)
@@ -118,6 +119,14 @@ def p99_interval_ms(result: LoadResult,
                     confidence: float) -> tuple[float | None, float | None]:
     low, high = quantile_interval_us(result.histogram, 0.99, confidence)
     return (None if low is None else low / 1e3), (None if high is None else high / 1e3)
+
+
+def error_cutoff(planned: float, error_rate: float, confidence: float | None) -> int:
+    """The errors after which a step stops sending (it has failed): a step's budget of
+    errors; a hold's, the count its binomial bound decides a miss on, less one."""
+    if confidence is None:
+        return math.floor(error_rate * planned)
+    return capacity.failing_errors(math.floor(planned), error_rate, confidence) - 1
 
 
 def step_in_flight(rate: float, slo_p99_s: float) -> int:

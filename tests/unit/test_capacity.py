@@ -507,3 +507,14 @@ def test_the_sized_budget_fits_a_hold_at_the_threshold_after_a_miss_above_it() -
     holds = [step for step in search.steps if step.hold]
     assert [round(step.rate_rps) for step in holds[:2]] == [84, 10]
     assert search.threshold_outcome == "held" and clock.now <= budget
+
+
+def test_a_hold_fails_on_errors_once_the_binomial_bound_decides() -> None:
+    # 840 requests at an SLO of 0.1%: 4 errors or more come by chance under 5% of the time.
+    assert capacity.failing_errors(840, 0.001, 0.95) == 4
+    two = judge(measured(10.0, samples=840, errors=2 / 840), LIMITS, on_bound=True)
+    assert two.verdict == "undecided" and "4 would decide" in two.reason
+    four = judge(measured(10.0, samples=840, errors=4 / 840), LIMITS, on_bound=True)
+    assert four.verdict == "fail"
+    # A short step only locates the capacity: its point estimate decides.
+    assert judge(measured(10.0, samples=840, errors=2 / 840), LIMITS).verdict == "fail"
