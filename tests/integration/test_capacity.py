@@ -29,7 +29,7 @@ from tests.support.specs import fast_spec
 pytestmark = pytest.mark.integration
 
 # The budget as the search sizes it; a hold passes after 10 s (the default span is longer).
-SATURATION = ("  saturation: {max_concurrency: 4, probe_duration: 500ms,\n"
+SATURATION = ("  saturation: {max_concurrency: 4, probe_duration: 1s,\n"
               "               capacity: {step: 500ms, hold: 5s, span: 10s}}\n")
 
 # One execution takes 5 ms whatever else happens, one request per execution on one
