@@ -3,11 +3,14 @@
 Prints, measured in one run:
 - publish throughput of a 256 MB artifact relative to a plain boto3
   `upload_file` of the same file (goal >= 0.9);
-- bytes uploaded when the unchanged model is published again (goal: 0);
+- bytes uploaded when the unchanged model is published again (goal: only the new
+  release's attestation, a few KB);
 - promote and rollback times for a 1 MB and a 256 MB release, through the functions
   the CLI's `promote <env> --release ID` and `rollback` call, with their integrity
   check (a multipart blob: S3's composite SHA-256 against the manifest's, one HEAD;
-  a single-part blob: re-hashed) and the acting identity (STS answered by moto);
+  a single-part blob: re-hashed), the chain of custody (a signed attestation that a
+  trusted key must have signed, and a signed approval, written before each timed
+  promotion) and the acting identity (STS answered by moto);
   goal: 256 MB within noise of 1 MB, because promotion must not copy a multipart
   artifact; medians of 5.
 
@@ -36,13 +39,23 @@ sys.path.insert(0, str(REPO))
 import boto3  # noqa: E402
 
 from pipeline.release.identity import acting_identity  # noqa: E402
-from pipeline.release.manifest import BlobSource, publish_release, utc_now  # noqa: E402
-from pipeline.release.pointers import rollback  # noqa: E402
-from pipeline.release.promotion import promote_existing  # noqa: E402
+from pipeline.release.manifest import (  # noqa: E402
+    BlobSource,
+    manifest_digest,
+    publish_release,
+    utc_now,
+)
+from pipeline.release.pointers import read_pointer  # noqa: E402
+from pipeline.release.policy import promote_existing, rollback  # noqa: E402
+from pipeline.release.signing.approvals import write_approval  # noqa: E402
+from pipeline.release.signing.attestation import attestation_blob  # noqa: E402
+from pipeline.release.signing.keys import FileSigner  # noqa: E402
 from pipeline.release.store.s3 import S3Store  # noqa: E402
 from pipeline.spec.loading import load_spec  # noqa: E402
 from pipeline.spec.models import LoadedSpec  # noqa: E402
+from tests.support.custody import write_keys  # noqa: E402
 from tests.support.moto_s3 import moto_server  # noqa: E402
+from tests.support.recorded import recorded  # noqa: E402
 
 MB = 2**20
 REPEATS = 5
@@ -63,22 +76,40 @@ def blob_file(folder: Path, name: str, size: int) -> tuple[Path, str]:
 NAME = "fraud-mlp"
 
 
+# Every environment trusts ci's attestations and needs rita's signed approval.
+OVERLAY = ("attestation: {required: true, keys: [{id: ci, public_key: keys/ci.pub}]}\n"
+           "approval: {required: true, keys: [{id: rita, public_key: keys/rita.pub}]}\n")
+
+
 def bench_project(folder: Path, store_url: str, environments: list[str]) -> Path:
-    """The example's spec on the benchmark's store, with one empty overlay per environment."""
+    """The example's spec on the benchmark's store, with one overlay per environment that
+    needs a signed attestation and a signed approval."""
     spec = folder / "project" / "serve.yaml"
     (spec.parent / "environments").mkdir(parents=True)
     shutil.copytree(REPO / "examples", spec.parent / "examples",
                     ignore=shutil.ignore_patterns("__pycache__", ".serve-pipeline"))
     spec.write_text((REPO / "serve.yaml.example").read_text().replace(
         "store: file://.serve-pipeline/store", f"store: {store_url}"))
+    shutil.copytree(folder / "keys", spec.parent / "keys")     # the keys main() made
     for environment in environments:
-        (spec.parent / "environments" / f"{environment}.yaml").write_text("{}\n")
+        (spec.parent / "environments" / f"{environment}.yaml").write_text(OVERLAY)
     return spec
 
 
-def release_of(store: S3Store, path: Path, digest: str, run_id: str) -> str:
-    source = BlobSource("model_repository", path, None, digest)
-    return publish_release(store, NAME, [source], {"run_id": run_id}, utc_now()).release_id
+def release_of(store: S3Store, path: Path, digest: str, run_id: str,
+               signer: FileSigner) -> str:
+    """A release as publish writes one: the blob, its signed attestation, the manifest."""
+    sources = [BlobSource("model_repository", path, None, digest)]
+    body = {"run_id": run_id, **recorded()}
+    sources.append(attestation_blob(NAME, sources, body, signer))
+    return publish_release(store, NAME, sources, body, utc_now()).release_id
+
+
+def approve(store: S3Store, environment: str, release_id: str, approver: FileSigner) -> None:
+    """`serve-pipeline approve ID --env ENV --key rita.pem` (not timed)."""
+    pointer, _ = read_pointer(store, NAME, environment)
+    write_approval(store, NAME, release_id, manifest_digest(store, NAME, release_id),
+                   environment, pointer, approver, "rita", {"user": "rita@bench"})
 
 
 def promote(store: S3Store, loaded: dict[str, LoadedSpec], environment: str,
@@ -104,6 +135,8 @@ def main() -> None:
             os.environ["AWS_ENDPOINT_URL_STS"] = endpoint
             client = boto3.client("s3")
             client.create_bucket(Bucket="bench")
+            keys = write_keys(folder / "keys", ("ci", "rita"))
+            signer, approver = (FileSigner.from_file(keys[n]) for n in ("ci", "rita"))
             big, big_digest = blob_file(folder, "big.bin", 256 * MB)
             small, small_digest = blob_file(folder, "small.bin", 1 * MB)
             small2, small2_digest = blob_file(folder, "small2.bin", 1 * MB)
@@ -114,7 +147,7 @@ def main() -> None:
             for attempt in range(2):
                 store = S3Store(f"s3://bench/releases-{attempt}")
                 upload = partial(client.upload_file, str(big), "bench", f"plain-{attempt}/big.bin")
-                mine = partial(release_of, store, big, big_digest, "first")
+                mine = partial(release_of, store, big, big_digest, "first", signer)
                 if attempt % 2:     # each goes first once
                     our_times.append(timed(mine))
                     plain_times.append(timed(upload))
@@ -128,17 +161,20 @@ def main() -> None:
                   "(goal >= 0.9; best of 2 each, alternated)")
 
             source = BlobSource("model_repository", big, None, big_digest)
-            again = publish_release(store, NAME, [source], {"run_id": "again"}, utc_now())
+            body = {"run_id": "again", **recorded()}
+            again = publish_release(store, NAME, [source, attestation_blob(
+                NAME, [source], body, signer)], body, utc_now())
             print(f"publish the unchanged model again: {again.uploaded_bytes} blob bytes "
-                  f"uploaded (goal 0), {again.skipped_blobs} blob(s) skipped")
+                  f"uploaded (goal: the new attestation only, a few KB), "
+                  f"{again.skipped_blobs} blob(s) skipped")
 
             environments = [f"{kind}-{round_}" for kind in ("p1", "p256", "r1", "r256")
                             for round_ in range(REPEATS)]
             spec = bench_project(folder, store.url, environments)
             loaded = {e: load_spec(spec, e) for e in environments}
             big_release = again.release_id
-            small_release = release_of(store, small, small_digest, "small")
-            other_small = release_of(store, small2, small2_digest, "small2")
+            small_release = release_of(store, small, small_digest, "small", signer)
+            other_small = release_of(store, small2, small2_digest, "small2", signer)
             times: dict[str, list[float]] = {k: [] for k in
                                              ("promote_1mb", "promote_256mb", "rollback_1mb",
                                               "rollback_256mb")}
@@ -151,11 +187,13 @@ def main() -> None:
                     promotions.reverse()
                     rollbacks.reverse()
                 for name, environment, release in promotions:
+                    approve(store, environment, release, approver)
                     times[name].append(timed(partial(promote, store, loaded, environment,
                                                      release)))
                 for name, environment, back_to, current in rollbacks:
-                    promote(store, loaded, environment, back_to)
-                    promote(store, loaded, environment, current)
+                    for release in (back_to, current):
+                        approve(store, environment, release, approver)
+                        promote(store, loaded, environment, release)
                     times[name].append(timed(partial(roll_back, store, environment)))
             medians = {k: statistics.median(v) for k, v in times.items()}
             for name, value in medians.items():

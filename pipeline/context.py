@@ -14,7 +14,7 @@ from pipeline.measure.distributed.run import LoadCluster
 from pipeline.model.reference import load_reference
 from pipeline.model.runtime import LoadedModel
 from pipeline.model.source import ResolvedSource
-from pipeline.release.promotion import CheckedPromotion
+from pipeline.release.policy import Decision
 from pipeline.results import StageResult
 from pipeline.servers.base import BuiltArtifact, ModelServer
 from pipeline.servers.docker.engine import BuiltImage, DockerEngine
@@ -49,7 +49,7 @@ class RunContext:
     results: list[StageResult] = field(default_factory=list)   # runner: so far
     release_id: str | None = None             # publish: the release written
     model_source: ResolvedSource | None = None  # build: where the model came from
-    promotion: CheckedPromotion | None = None   # re-verifying an existing release
+    promotion: Decision | None = None   # re-verifying an existing release
     image: BuiltImage | None = None           # build (runtime: docker): the image
     docker: DockerEngine | None = None        # build (runtime: docker): the daemon
     ray_address: str | None = None            # --ray-address (else RAY_ADDRESS): load workers

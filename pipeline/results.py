@@ -83,6 +83,17 @@ class Gate:
                    interval, None if samples is None else int(samples),
                    str(body.get("reason") or ""))
 
+    def worse_on_observed(self) -> bool:
+        """The observed value misses the threshold (False when either is not a number)."""
+        if not _is_number(self.observed) or not _is_number(self.threshold):
+            return False
+        observed, threshold = float(self.observed), float(self.threshold)  # type: ignore[arg-type]
+        if self.comparison == "<=":
+            return observed > threshold
+        if self.comparison == ">=":
+            return observed < threshold
+        return False
+
     def describe(self) -> str:
         def show(value: float | str | None) -> str:
             if isinstance(value, float):
@@ -151,12 +162,13 @@ class StageResult:
         """Passed when every gate passed; otherwise failed, naming the failed gates.
 
         An inconclusive gate fails the stage too, unless the spec accepted that
-        outcome; then the stage passes and its message still names the gate.
+        outcome; then the stage passes and its message still names the gate. An accepted
+        inconclusive gate whose observed value is worse than its threshold still fails:
+        the evidence, undecided as it is, leans towards a miss.
         """
-        failed = [gate for gate in gates if gate.outcome == "failed" or
-                  (gate.outcome == "inconclusive" and not accept_inconclusive)]
         accepted = [gate for gate in gates if gate.outcome == "inconclusive" and
-                    accept_inconclusive]
+                    accept_inconclusive and not gate.worse_on_observed()]
+        failed = [gate for gate in gates if gate.outcome != "passed" and gate not in accepted]
         message = "; ".join(gate.describe() for gate in failed) if failed else passed_message
         if accepted and not failed:
             message += "; accepted as inconclusive: " + "; ".join(g.describe() for g in accepted)

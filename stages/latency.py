@@ -1,10 +1,10 @@
 """latency: closed loop at the spec's concurrency after warm-up; gates from the SLO.
 
-The measurement runs in windows until every percentile gate is decided on its
-confidence bound (pipeline.verdict), or until the cap, when an undecided gate
-is inconclusive. Next to the client's percentiles it records the server's own
-view of exactly those windows (queue vs compute time, formed batch sizes) and
-the memory of the server's process tree after that warm traffic.
+The measurement runs in windows until every gate it can stop on (the percentiles and the
+error rate) is decided on its bound (pipeline.gates.verdict, pipeline.gates.sequential), or
+until the cap, when an undecided gate is inconclusive. Next to the client's percentiles it
+records the server's own view of exactly those windows (queue vs compute time, formed
+batch sizes), and the memory of the server's process tree sampled through the windows.
 """
 
 from __future__ import annotations
@@ -16,24 +16,28 @@ from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.gates import memory_growth
 from pipeline.gates.latency import (
+    Judgement,
+    client_limited,
     interval_metrics,
+    judge_windows,
     latency_gates,
-    look_confidence,
-    percentile_verdicts,
-    settled_verdicts,
     verdict_details,
+    window_plan,
 )
+from pipeline.gates.sequential import WindowRun
 from pipeline.measure.distributed.for_run import load_workers_record
 from pipeline.measure.loadgen import LoadResult
-from pipeline.measure.stability import Measured, merge
+from pipeline.measure.stability import merge, settled
 from pipeline.measure.windows import (
+    ClosedWindows,
     closed_window,
     closed_windows_until_decided,
     load_target,
     server_memory,
 )
-from pipeline.results import StageResult
-from pipeline.servers.base import ServerStats
+from pipeline.results import Gate, StageResult
+from pipeline.servers.base import ModelServer, ServerStats
+from pipeline.spec.models import Spec
 
 NAME = "latency"
 USES_SERVER = True
@@ -48,49 +52,82 @@ def run(ctx: RunContext) -> StageResult:
     closed_window(ctx, server, target, NAME, stage.concurrency, stage.warmup.seconds,
                   f"warm-up at concurrency {stage.concurrency}")
     memory_before = memory_growth.baseline(server)
-    outcome, server_view, window_s = closed_windows_until_decided(
-        ctx, server, target, NAME, lambda windows: settled_verdicts(
-            percentile_verdicts(spec, windows, merge(windows))))
+    plan = window_plan(spec)
+    window_s = stage.duration.seconds / plan.max_windows
+    with memory_growth.RssSampler(lambda: memory_growth.model_processes(server)) as rss:
+        measured_windows = closed_windows_until_decided(
+            ctx, server, target, NAME,
+            lambda windows, alpha: judge_windows(spec, windows, merge(windows), window_s,
+                                                 alpha),
+            client_limited, plan)
     verdict_s = time.perf_counter() - started
-    measured = outcome.merged()
-    verdicts = percentile_verdicts(spec, outcome.windows, measured)
+    outcome = measured_windows.run
+    measured = merge(outcome.windows)
+    judgement = outcome.last or judge_windows(spec, outcome.windows, measured, window_s,
+                                              plan.last_alpha)
     ctx.require_server()
     memory, memory_notes = server_memory(server)
-    stable = outcome.stable(stage.stability.tolerance.fraction)
-    window_metrics = server_view.window_metrics()
-    metrics = {**measured.summary(), **window_metrics, **memory, **interval_metrics(verdicts),
+    stable = settled(outcome.windows, len(outcome.windows), stage.stability.tolerance.fraction)
+    window_metrics = measured_windows.server_view.window_metrics()
+    metrics = {**measured.summary(), **window_metrics, **memory,
+               **interval_metrics(judgement.verdicts),
                "concurrency": float(stage.concurrency), "batch_size": float(stage.batch_size),
-               "windows": float(len(outcome.windows)), "windows_kept": float(len(outcome.windows)),
+               "windows": float(len(outcome.measured)), "windows_kept": float(len(outcome.kept)),
                "stabilised": 1.0 if stable else 0.0, "verdict_s": verdict_s,
                "queue_budget_us": spec.slo.queue_budget().ms * 1e3}
     if spec.slo.queue_mean is not None:
         metrics["queue_mean_budget_us"] = spec.slo.queue_mean.ms * 1e3
-    gates = latency_gates(spec, verdicts, measured, len(outcome.windows), window_metrics)
-    growth_limit = memory_growth.limit_for(stage.max_memory_growth, spec.server.kind)
-    if growth_limit is not None and memory_before:
-        sent = sum(w.completed + w.error_count for w in outcome.windows)
-        grown = memory_growth.growth(memory_before, memory, sent)
-        metrics.update(grown.metrics() if grown else {})
-        gates.append(memory_growth.gate(grown, growth_limit))
-    preferred = spec.server.batching.preferred_batch_sizes
-    reached = {str(size): server_view.batch_executions.get(size, 0) > 0 for size in preferred}
-    details: dict[str, Any] = {
-        **_window_details(measured, outcome, server_view, preferred, reached, stable, window_s),
-        **verdict_details(verdicts, look_confidence(spec)),
-        "protocol": stage.protocol,
-        **memory_notes,
-    }
+    gates = latency_gates(spec, judgement, outcome.windows, window_s, window_metrics)
+    gates += _memory_gates(spec, server, memory_before, memory, rss.samples, measured_windows,
+                           metrics)
+    details = _details(spec, measured, judgement, measured_windows, stable, memory_notes)
     workers = load_workers_record(ctx, NAME)
     if workers is not None:
         details["load_workers"] = workers
-    message = _message(measured, metrics, memory, reached, stable, outcome)
+    message = _message(measured, metrics, memory, details["preferred_reached"], stable,
+                       outcome)
     return StageResult.judged(NAME, gates, message, metrics, details,
                               accept_inconclusive=stage.verdict.accept_inconclusive)
 
 
-def _window_details(measured: LoadResult, outcome: Measured[ServerStats], server_view: ServerStats,
-                    preferred: list[int], reached: dict[str, bool], stable: bool,
-                    window_s: float) -> dict[str, Any]:
+def _memory_gates(spec: Spec, server: ModelServer, before: dict[str, float],
+                  after: dict[str, float], samples: list[tuple[float, float]],
+                  windows: ClosedWindows[Judgement], metrics: dict[str, float]) -> list[Gate]:
+    """The leak rate and the total growth (none for a server that is not ours to see)."""
+    stage = spec.stages.latency
+    if not before:
+        return []
+    gates = []
+    rate_limit = memory_growth.rate_limit_for(stage.memory_growth_rate)
+    if rate_limit is not None:
+        rate = memory_growth.leak_rate_of(
+            samples, windows.spans, 1 - stage.verdict.confidence.fraction)
+        metrics.update(rate.metrics() if rate else {})
+        gates.append(memory_growth.rate_gate(rate, rate_limit))
+    total_limit = memory_growth.limit_for(stage.max_memory_growth, spec.server.kind)
+    if total_limit is not None:
+        before_mb, after_mb = before.get("server_rss_mb"), after.get("server_rss_mb")
+        if before_mb is not None and after_mb is not None:
+            metrics.update(server_rss_before_mb=before_mb, memory_growth_mb=after_mb - before_mb)
+        gates.append(memory_growth.total_gate(before_mb, after_mb, total_limit))
+    return gates
+
+
+def _details(spec: Spec, measured: LoadResult, judgement: Judgement,
+             windows: ClosedWindows[Judgement], stable: bool,
+             notes: dict[str, Any]) -> dict[str, Any]:
+    preferred = spec.server.batching.preferred_batch_sizes
+    reached = {str(size): windows.server_view.batch_executions.get(size, 0) > 0
+               for size in preferred}
+    return {**_window_details(measured, windows.run, windows.server_view, preferred, reached,
+                              stable, windows.window_s),
+            **verdict_details(judgement.verdicts, judgement.alpha),
+            "protocol": spec.stages.latency.protocol, **notes}
+
+
+def _window_details(measured: LoadResult, outcome: WindowRun[LoadResult, Judgement],
+                    server_view: ServerStats, preferred: list[int], reached: dict[str, bool],
+                    stable: bool, window_s: float) -> dict[str, Any]:
     batches = server_view.batch_executions
     return {
         "errors_by_kind": dict(measured.errors),
@@ -101,14 +138,19 @@ def _window_details(measured: LoadResult, outcome: Measured[ServerStats], server
         "stabilised": stable,
         "decided": outcome.decided,
         "window_s": window_s,
+        "window_notes": outcome.notes(),
         "windows": [{m.THROUGHPUT_RPS: w.throughput, m.P99_MS: w.percentile_ms(99),
                      m.P95_MS: w.percentile_ms(95), m.P50_MS: w.percentile_ms(50),
-                     "requests": w.completed + w.error_count} for w in outcome.windows],
+                     "requests": w.requests, "kept": index in outcome.kept,
+                     "client_wait_ms": None if w.client_wait_s is None
+                     else w.client_wait_s * 1e3}
+                    for index, w in enumerate(outcome.measured)],
     }
 
 
 def _message(measured: LoadResult, metrics: dict[str, float], memory: dict[str, float],
-             reached: dict[str, bool], stable: bool, outcome: Measured[ServerStats]) -> str:
+             reached: dict[str, bool], stable: bool,
+             outcome: WindowRun[LoadResult, Judgement]) -> str:
     summary = measured.summary()
     message = (f"p50 {summary[m.P50_MS]:.2f}ms p99 {summary[m.P99_MS]:.2f}ms at "
                f"{summary[m.THROUGHPUT_RPS]:.0f}/s, {int(summary['errors'])} errors; server "

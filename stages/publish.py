@@ -9,14 +9,15 @@ from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.record import RunRecord, ServerInfo
 from pipeline.release.identity import acting_identity
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
-from pipeline.release.pointers import move_pointer
-from pipeline.release.promotion import commit_promotion
+from pipeline.release.policy import Decision, commit
 from pipeline.release.regression import (
     fallbacks_used,
     live_release,
     live_release_gate,
     regression_gates,
 )
+from pipeline.release.signing.attestation import attestation_blob
+from pipeline.release.signing.keys import release_signer
 from pipeline.release.store import store_for
 from pipeline.release.store.base import Store
 from pipeline.results import Gate, StageResult, Status
@@ -66,14 +67,17 @@ def _promote_verified(ctx: RunContext) -> StageResult:
     """Re-verification of an existing release passed: move the pointer, publish nothing."""
     assert ctx.promotion is not None and ctx.promote_to is not None
     store = store_for(ctx.loaded)
-    event = commit_promotion(store, ctx.loaded, ctx.promote_to, ctx.promotion, ctx.actor,
-                             run_id=ctx.run_id, actor=acting_identity(ctx.env, store))
+    source = ", ".join(ctx.loaded.policy.requires) or "a run"
+    moved = commit(store, ctx.loaded.spec.name, ctx.promotion, ctx.actor, f"from {source}",
+                   run_id=ctx.run_id, actor=acting_identity(ctx.env, store))
     ctx.release_id = ctx.promotion.release_id
-    previous = event["previous_release_id"] or "nothing"
-    return StageResult(NAME, Status.PASSED,
-                       f"re-verified release {ctx.release_id}; {ctx.promote_to} now points at "
-                       f"it (was {previous})", details={"store": store.url, "event": event,
-                                                       "release_id": ctx.release_id})
+    previous = moved.event["previous_release_id"] or "nothing"
+    message = (f"re-verified release {ctx.release_id}; {ctx.promote_to} now points at it "
+               f"(was {previous})")
+    return StageResult(NAME, Status.PASSED, message + "".join(f"; {w}" for w in moved.warnings),
+                       details={"store": store.url, "event": moved.event,
+                                "release_id": ctx.release_id,
+                                "warnings": list(moved.warnings)})
 
 
 def _against_live(ctx: RunContext, store: Store) -> tuple[list[Gate], dict[str, Any]]:
@@ -135,6 +139,7 @@ def run(ctx: RunContext) -> StageResult:
     identity = acting_identity(ctx.env, store)
     body["created_by_actor"] = identity
     body["image"] = _push_image(ctx)
+    files.append(attestation_blob(spec.name, files, body, release_signer(ctx.env)))
     def uploaded(done: int, total: int) -> None:
         ctx.progress(NAME, done, total, f"{done / 2**20:.1f} of {total / 2**20:.1f} MiB in "
                      f"{len(files)} blobs to {store.url}")
@@ -144,18 +149,22 @@ def run(ctx: RunContext) -> StageResult:
     ctx.release_id = outcome.release_id
     details: dict[str, Any] = {"store": store.url, "release_id": outcome.release_id,
                                **comparison}
+    signed = body["attestation"]["signed"]
     message = (f"release {outcome.release_id}: {outcome.uploaded_blobs} blobs uploaded "
                f"({outcome.uploaded_bytes / 1024:.0f} KiB), {outcome.skipped_blobs} already "
-               "present")
+               f"present; attestation {'signed' if signed else 'UNSIGNED (no signing key)'}")
     if ctx.promote_to is not None:
         # The approval is part of the move: recorded only if the pointer moves.
-        approvers = [ctx.approved_by] if ctx.approved_by else None
-        event = move_pointer(store, spec.name, ctx.promote_to, outcome.release_id, "promote",
-                             ctx.actor, run_id=ctx.run_id, approved_by=approvers,
-                             actor=identity)
-        details["event"] = event
-        previous = event["previous_release_id"] or "nothing"
+        decision = Decision("promote", ctx.promote_to, outcome.release_id, outcome.manifest,
+                            [ctx.approved_by] if ctx.approved_by else [],
+                            (f"{ctx.promote_to}'s gates measured by this run",))
+        moved = commit(store, spec.name, decision, ctx.actor, run_id=ctx.run_id,
+                       actor=identity)
+        details["event"] = moved.event
+        details["warnings"] = list(moved.warnings)
+        previous = moved.event["previous_release_id"] or "nothing"
         message += f"; {ctx.promote_to} now points at it (was {previous})"
+        message += "".join(f"; {warning}" for warning in moved.warnings)
     unavailable = comparison.get("comparison", {}).get("unavailable")
     if unavailable:
         message += f"; not compared with the live release ({unavailable})"

@@ -24,6 +24,7 @@ from pipeline.cli.release_commands import (
     releases_command,
     rollback_command,
     store_verify,
+    verify_command,
 )
 from pipeline.cli.report_command import report
 from pipeline.cli.run_commands import measure, promote, run_command
@@ -51,6 +52,7 @@ app.add_typer(store_app, name="store")
 store_app.command(name="verify")(store_verify)
 
 app.command(name="releases")(releases_command)
+app.command(name="verify")(verify_command)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:

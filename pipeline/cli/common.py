@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from pipeline.release.identity import acting_identity, claimed_name
+from pipeline.release.pointers import Moved
 from pipeline.release.store.base import Store
 
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 140)
@@ -30,3 +31,19 @@ def actor_name(by: str | None) -> str:
 def acting(store: Store) -> dict[str, Any]:
     """Who runs this command (recorded in every audit event it writes)."""
     return acting_identity(dict(os.environ), store)
+
+
+def print_move(environment: str, moved: Moved) -> None:
+    """A pointer move that happened: the move on stdout, what went wrong after it (the
+    audit entry) as warnings on stderr; the command still succeeds."""
+    event = moved.event
+    change = f"{environment}: {event['previous_release_id'] or 'nothing'} → {event['release_id']}"
+    if event["action"] == "rollback":
+        out.print(f"{change} (rollback by {event['by']})")
+    else:
+        approvers = ", ".join(event.get("approved_by") or []) or "not required"
+        out.print(f"{change} (by {event['by']}; approved: {approvers})")
+        out.print(f"release {event['release_id']}")
+    warn = Console(stderr=True, highlight=False, soft_wrap=True)
+    for warning in moved.warnings:
+        warn.print(f"warning: {warning}")

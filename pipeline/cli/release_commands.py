@@ -1,21 +1,35 @@
-"""`approve`, `rollback`, `history`, `releases` and `store verify`: releases in the store."""
+"""`approve`, `rollback`, `history`, `releases`, `verify` and `store verify`: releases in the
+store."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 from rich.text import Text
 
-from pipeline.cli.common import DEFAULT_SPEC, Actor, SpecFile, acting, actor_name, out
+from pipeline.cli.common import (
+    DEFAULT_SPEC,
+    Actor,
+    SpecFile,
+    acting,
+    actor_name,
+    out,
+    print_move,
+)
 from pipeline.cli.records import find_record
 from pipeline.errors import UsageError
+from pipeline.release.approve import approve_release
 from pipeline.release.catalog import release_rows
-from pipeline.release.manifest import read_manifest
-from pipeline.release.pointers import read_pointer, rollback
-from pipeline.release.promotion import approve, counted_approvers, creator_names
+from pipeline.release.chain import approval_environment, unsigned_approvals
+from pipeline.release.offline import approver_keys_by_environment, verify_release_offline
+from pipeline.release.pointers import read_pointer
+from pipeline.release.policy import promotion_needs, rollback
+from pipeline.release.signing.keys import APPROVAL_KEY_ENV, FileSigner
 from pipeline.release.store import store_for
 from pipeline.release.verify import verify_store
 from pipeline.report.terminal import render_terminal
@@ -25,38 +39,49 @@ from pipeline.spec.loading import load_spec
 def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
                     env: Annotated[str, typer.Option(
                         "--env", help="The environment the approval is for.")] = "production",
+                    key: Annotated[Path | None, typer.Option(
+                        "--key", help="The approver's private key (PEM, Ed25519 or ECDSA "
+                        "P-256); default $SERVE_PIPELINE_APPROVAL_KEY.")] = None,
                     by: Actor = None,
                     note: Annotated[str, typer.Option("--note")] = "",
                     yes: Annotated[bool, typer.Option(
                         "--yes", help="Do not ask (scripts, CI).")] = False) -> None:
-    """Show RELEASE_ID's verification report and record an approval for an environment."""
+    """Show RELEASE_ID's verification report and sign an approval of it for an environment:
+    a statement over its manifest's digest and the environment, signed with --key."""
     loaded = load_spec(file, env)
     store = store_for(loaded)
-    approver = actor_name(by)
-    manifest = read_manifest(store, loaded.spec.name, release_id)
-    counted_approvers(loaded, env, f"release {release_id}", creator_names(manifest), [approver])
+    key_path = key or (Path(os.environ[APPROVAL_KEY_ENV]) if os.environ.get(APPROVAL_KEY_ENV)
+                       else None)
+    if key_path is None:
+        raise UsageError(f"approvals are signed: pass --key PATH (or set {APPROVAL_KEY_ENV})")
+    signer = FileSigner.from_file(key_path)
+    identity = acting(store)
     out.print(render_terminal(find_record(loaded, release_id)))
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("approve asks for confirmation; pass --yes when not at a terminal")
         if not typer.confirm(f"Approve release {release_id} for {env}?"):
             raise UsageError("not approved")
-    entry = approve(store, loaded.spec.name, release_id, env, approver, note,
-                    actor=acting(store))
-    out.print(f"approved {release_id} for {env} by {entry['by']} at {entry['at']}")
+    entry = approve_release(store, loaded, release_id, env, signer, actor_name(by), identity,
+                            note)
+    verified = "verified" if identity.get("verified") else "unverified"
+    out.print(f"approved {release_id} for {env} by {entry['by']} ({verified} identity) at "
+              f"{entry['at']}, signed with {signer.keyid[:19]}")
 
 
 def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
                      to: Annotated[str | None, typer.Option("--to", help="Release id (default: "
                                                             "the one before).")] = None,
                      by: Actor = None) -> None:
-    """Point ENVIRONMENT back at an earlier release after checking its blobs."""
+    """Point ENVIRONMENT back at a release that was live there and not withdrawn.
+
+    Anything else (a release never live there, or one a rollback moved away from) is
+    refused: promote it instead, through every check of the environment's policy."""
     loaded = load_spec(file, environment)
     store = store_for(loaded)
-    event = rollback(store, loaded.spec.name, environment, to, actor_name(by),
-                     actor=acting(store))
-    out.print(f"{environment}: {event['previous_release_id']} → {event['release_id']} "
-              f"(rollback by {event['by']})")
+    moved = rollback(store, loaded.spec.name, environment, to, actor_name(by),
+                     actor=acting(store), needs=promotion_needs(loaded, environment))
+    print_move(environment, moved)
 
 
 def history(environment: str, file: SpecFile = DEFAULT_SPEC,
@@ -88,16 +113,24 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
 def store_verify(file: SpecFile = DEFAULT_SPEC,
                  env: Annotated[str | None, typer.Option("--env")] = None,
                  output: Annotated[Literal["table", "json"], typer.Option("--format")] = "table",
+                 repair: Annotated[bool, typer.Option(
+                     "--repair", help="Write the audit entries missing for moves the pointers' "
+                     "history shows (after a store failure right after a swap).")] = False,
                  ) -> None:
-    """Check every manifest's blobs (digests) and every pointer; read-only."""
+    """Check every manifest's blobs (digests), every pointer and its audit entries;
+    read-only unless --repair."""
     loaded = load_spec(file, env)
     store = store_for(loaded)
-    check = verify_store(store)
+    check = verify_store(store, repair=repair)
+    keys = approver_keys_by_environment(loaded)
+    check.problems += unsigned_approvals(store, lambda environment: keys.get(environment, []))
     if output == "json":
         sys.stdout.write(json.dumps(check.to_json(), indent=2) + "\n")
     else:
         for problem in check.problems:
             out.print(Text.assemble(("✗ ", "red"), problem))
+        for repaired in check.repaired:
+            out.print(Text.assemble(("✓ ", "green"), repaired))
         out.print(f"{store.url}: {check.manifests} manifests, {check.blobs} blobs, "
                   f"{check.pointers} pointers checked; {len(check.problems)} problems")
     if check.problems:
@@ -125,3 +158,33 @@ def releases_command(file: SpecFile = DEFAULT_SPEC,
                       str(row["verified_in"] or "-"), f"{row['gates_passed']}/{row['gates']}",
                       ", ".join(row["current_in"]) or "-")
     out.print(table)
+
+
+def verify_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
+                   store_url: Annotated[str | None, typer.Option(
+                       "--store", help="The store (default: the spec's); a copied directory "
+                       "as file:///path works.")] = None,
+                   public_key: Annotated[list[Path] | None, typer.Option(
+                       "--public-key", help="A trusted public key (PEM), for the "
+                       "attestation and approvals; repeatable.")] = None,
+                   env: Annotated[str | None, typer.Option(
+                       "--env", help="Only this overlay's keys (default: every overlay's).")
+                   ] = None,
+                   output: Annotated[Literal["table", "json"], typer.Option("--format")] =
+                   "table") -> None:
+    """Verify RELEASE_ID offline: every blob re-hashed, the signed attestation over them,
+    and every approval's signature and binding, with public keys only."""
+    store, chain = verify_release_offline(file, release_id, store_url, public_key or [], env)
+    if output == "json":
+        sys.stdout.write(json.dumps(chain.to_json(), indent=2) + "\n")
+    else:
+        for problem in chain.problems:
+            out.print(Text.assemble(("✗ ", "red"), problem))
+        signer = chain.attestation.signer or "-"
+        counted = ", ".join(f"{a.approver} ({approval_environment(a.key)})"
+                            for a in chain.approvals if a.counts) or "none"
+        out.print(f"{store.url} release {release_id}: manifest sha256 "
+                  f"{chain.manifest_sha256[:12]}, attestation signed by {signer}, approvals: "
+                  f"{counted}; {len(chain.problems)} problems")
+    if chain.problems:
+        raise typer.Exit(1)

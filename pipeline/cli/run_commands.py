@@ -10,20 +10,22 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.common import DEFAULT_SPEC, Actor, SpecFile, acting, actor_name, out
+from pipeline.cli.common import (
+    DEFAULT_SPEC,
+    Actor,
+    SpecFile,
+    acting,
+    actor_name,
+    out,
+    print_move,
+)
 from pipeline.cli.progress import ProgressView
 from pipeline.cli.records import write_reports
 from pipeline.context import RunContext
 from pipeline.errors import Interrupted, PipelineFailed, UsageError
 from pipeline.model.source import resolve_model_source
 from pipeline.record import runs_dir
-from pipeline.release.identity import acting_user, names_of
-from pipeline.release.promotion import (
-    CheckedPromotion,
-    check_new_release_approval,
-    check_promotion,
-    promote_existing,
-)
+from pipeline.release.policy import Decision, commit, decide_new_release, decide_promotion
 from pipeline.release.store import store_for
 from pipeline.report.terminal import render_terminal
 from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
@@ -36,7 +38,7 @@ from pipeline.spec.models import LoadedSpec
 
 def _execute(file: Path, environment: str | None, promote_to: str | None, by: str | None,
              command: str, approved_by: str | None = None,
-             promotion: CheckedPromotion | None = None,
+             promotion: Decision | None = None,
              selected: frozenset[str] | None = None,
              attach: Callable[[LoadedSpec], ModelServer] | None = None,
              ray_address: str | None = None) -> None:
@@ -80,7 +82,8 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
             release: Annotated[str | None, typer.Option(
                 "--release", help="Promote this existing release (no rebuild).")] = None,
             approved_by: Annotated[str | None, typer.Option(
-                "--approved-by", help="Record this approval and promote in one step.")] = None,
+                "--approved-by", hidden=True, help="Refused: a typed name is not an "
+                "approval (`serve-pipeline approve RELEASE --key KEY` signs one).")] = None,
             note: Annotated[str, typer.Option("--note", help="Kept with the event.")] = "",
             ray_address: RayAddress = None,
             ) -> None:
@@ -89,25 +92,27 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
     Without --release, and when the environment requires no other one, this
     builds, verifies and publishes a new release first. An environment whose
     overlay has `requires: [staging]` takes the release current there (or
-    --release), never a rebuild, after checking its blobs and its approval.
+    --release), never a rebuild, after every check of the promotion policy: its
+    blobs and signed attestation, the environments it requires, this
+    environment's gates on its recorded results, and signed approvals.
     """
     loaded = load_spec(file, environment)
-    if loaded.policy.reverify and (release is not None or loaded.policy.requires):
-        checked = check_promotion(store_for(loaded), loaded, environment, release, approved_by)
-        _execute(file, environment, environment, by, "promote", promotion=checked,
-                 ray_address=ray_address)
-        return
     if release is not None or loaded.policy.requires:
         store = store_for(loaded)
-        event = promote_existing(store, loaded, environment, release, actor_name(by),
-                                 approved_by=approved_by, note=note, actor=acting(store))
-        approvers = ", ".join(event.get("approved_by") or []) or "not required"
-        out.print(f"{environment}: {event['previous_release_id'] or 'nothing'} → "
-                  f"{event['release_id']} (by {event['by']}; approved: {approvers})")
-        out.print(f"release {event['release_id']}")
+        decision = decide_promotion(store, loaded, environment, release, approved_by)
+        for line in decision.notes:
+            out.print(f"note: {line}")
+        if loaded.policy.reverify:
+            _execute(file, environment, environment, by, "promote", promotion=decision,
+                     ray_address=ray_address)
+            return
+        source = ", ".join(loaded.policy.requires) or \
+            decision.manifest.get("verified_in") or "a run"
+        moved = commit(store, loaded.spec.name, decision, actor_name(by),
+                       note or f"from {source}", actor=acting(store))
+        print_move(environment, moved)
         return
-    creators = names_of(actor_name(by), {"user": acting_user(os.environ)})
-    check_new_release_approval(loaded, environment, approved_by, creators)
+    decide_new_release(loaded, environment, approved_by, os.environ)
     _execute(file, environment, environment, by, "promote", approved_by,
              ray_address=ray_address)
 

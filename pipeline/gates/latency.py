@@ -1,14 +1,29 @@
-"""The latency stage's gates: percentiles on confidence bounds, the rest on point values."""
+"""The latency stage's gates, each on a bound: percentiles (pipeline.gates.verdict), the
+error rate (exact binomial), throughput (t over windows), and the server's queue mean."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline import metric_names as m
-from pipeline.gates.verdict import PercentileVerdict, judge_percentile, per_look_confidence
-from pipeline.measure.loadgen import LoadResult
+from pipeline.gates.error_rate import error_rate_gate
+from pipeline.gates.evidence import window_blocks
+from pipeline.gates.samples import HistogramSample
+from pipeline.gates.sequential import WindowPlan
+from pipeline.gates.throughput import throughput_gate
+from pipeline.gates.verdict import Evidence, PercentileVerdict, judge_percentile
+from pipeline.measure.load_result import LoadResult
 from pipeline.results import Gate
 from pipeline.spec.models import Spec
+from pipeline.spec.stage_settings import StabilitySpec
+
+# A window whose client threads waited this share of the mean latency for a CPU measured
+# the client, not the model.
+CLIENT_WAIT_SHARE = 0.25
+MORE_WINDOWS = ("raise stages.latency.stability.max_windows to {windows} and "
+                "stages.latency.duration to {duration:.0f}s")
 
 
 def percentile_thresholds(spec: Spec) -> list[tuple[float, float]]:
@@ -20,49 +35,100 @@ def percentile_thresholds(spec: Spec) -> list[tuple[float, float]]:
     return pairs
 
 
-def look_confidence(spec: Spec) -> float:
-    """Each look's confidence, so that the spec's holds over every look the run can take."""
-    stability = spec.stages.latency.stability
-    looks = max(stability.max_windows, stability.windows) - stability.windows + 1
-    return per_look_confidence(spec.stages.latency.verdict.confidence.fraction, looks)
+def plan_for(stability: StabilitySpec, confidence: float) -> WindowPlan:
+    """Windows: the fewest, the cap, and a re-measure for every 3 windows of the cap."""
+    cap = max(stability.max_windows, stability.windows)
+    return WindowPlan(stability.windows, cap, max(1, cap // 3), confidence)
 
 
-def percentile_verdicts(spec: Spec, windows: list[LoadResult],
-                        merged: LoadResult) -> list[PercentileVerdict]:
-    confidence = look_confidence(spec)
-    return [judge_percentile(merged.histogram, [w.histogram for w in windows], percentile,
-                             threshold, confidence)
-            for percentile, threshold in percentile_thresholds(spec)]
+def window_plan(spec: Spec) -> WindowPlan:
+    latency = spec.stages.latency
+    return plan_for(latency.stability, latency.verdict.confidence.fraction)
 
 
-def settled_verdicts(verdicts: list[PercentileVerdict]) -> bool:
-    """Stop measuring: a gate has clearly failed, or none is still undecided."""
-    outcomes = {v.outcome for v in verdicts}
-    return "failed" in outcomes or "inconclusive" not in outcomes
+def client_limited(window: LoadResult) -> str | None:
+    """Why the window measured the client rather than the model (None: it did not)."""
+    if window.client_wait_s is None or not window.requests:
+        return None
+    waited_ms = window.client_wait_s * 1e3 / window.requests
+    mean_ms = float(window.histogram.get_mean_value()) / 1e3
+    if mean_ms > 0 and waited_ms > CLIENT_WAIT_SHARE * mean_ms:
+        return (f"the client was short of CPU (its threads waited {waited_ms:.2f}ms per "
+                f"request for one, against a mean latency of {mean_ms:.2f}ms)")
+    return None
 
 
-def percentile_gate(verdict: PercentileVerdict, threshold_ms: float) -> Gate:
+@dataclass(frozen=True)
+class Judgement:
+    """Every latency verdict over the windows kept so far; a Look for the window loop."""
+
+    verdicts: list[PercentileVerdict]
+    error_rate: Gate
+    alpha: float
+
+    @property
+    def decided(self) -> bool:
+        outcomes = {v.outcome for v in self.verdicts} | {self.error_rate.outcome}
+        return "failed" in outcomes or "inconclusive" not in outcomes
+
+    @property
+    def outlier(self) -> int | None:
+        found = self.verdicts[0].outlier if self.verdicts else None
+        return None if found is None else found.window
+
+
+def judge_windows(spec: Spec, windows: list[LoadResult], pooled: LoadResult,
+                  window_s: float, alpha: float) -> Judgement:
+    """Every stopping gate over `windows`, each bound one-sided at level alpha."""
+    blocks = tuple(window_blocks(w) for w in windows)
+    sample = HistogramSample(pooled.histogram)
+    verdicts = []
+    for percentile, threshold in percentile_thresholds(spec):
+        evidence = Evidence(sample, blocks, tuple(w.percentile_ms(percentile) for w in windows))
+        verdicts.append(judge_percentile(evidence, percentile, threshold, alpha))
+    remedy = _remedy(spec, windows, window_s, None)
+    gate = error_rate_gate(pooled.error_count, pooled.requests, spec.slo.error_rate.fraction,
+                           alpha, remedy)
+    return Judgement(verdicts, gate, alpha)
+
+
+def _remedy(spec: Spec, windows: list[LoadResult], window_s: float,
+            more_requests: int | None) -> str:
+    plan = window_plan(spec)
+    per_window = sum(w.requests for w in windows) / max(len(windows), 1)
+    extra = plan.max_windows if more_requests is None or not per_window \
+        else math.ceil(more_requests / per_window)
+    windows_needed = max(len(windows), plan.max_windows) + max(extra, 1)
+    return MORE_WINDOWS.format(windows=windows_needed, duration=windows_needed * window_s)
+
+
+def percentile_gate(spec: Spec, verdict: PercentileVerdict, threshold_ms: float,
+                    windows: list[LoadResult], window_s: float) -> Gate:
+    reason = verdict.reason
+    if verdict.outcome == "inconclusive":
+        if verdict.more_requests is None:
+            reason += "; the percentile sits at the threshold: no practical length decides"
+        else:
+            per_window = verdict.samples / max(len(windows), 1)
+            reason += (f"; about {verdict.more_requests} more requests "
+                       f"(~{math.ceil(verdict.more_requests / max(per_window, 1))} more "
+                       f"windows) would decide: "
+                       f"{_remedy(spec, windows, window_s, verdict.more_requests)}")
     return Gate.decided(f"latency.p{verdict.percentile:g}", verdict.observed_ms, threshold_ms,
                         verdict.outcome, "<=", "ms", (verdict.low_ms, verdict.high_ms),
-                        verdict.samples, verdict.reason)
+                        verdict.samples, reason)
 
 
-def latency_gates(spec: Spec, verdicts: list[PercentileVerdict], measured: LoadResult,
-                  windows: int, server_view: dict[str, float]) -> list[Gate]:
+def latency_gates(spec: Spec, judgement: Judgement, windows: list[LoadResult],
+                  window_s: float, server_view: dict[str, float]) -> list[Gate]:
     slo = spec.slo
     thresholds = dict(percentile_thresholds(spec))
-    gates = [percentile_gate(v, thresholds[v.percentile]) for v in verdicts]
-    summary = measured.summary()
-    requests = int(summary["requests"])
-    gates.append(Gate("latency.error_rate", summary["error_rate"] * 100,
-                      slo.error_rate.fraction * 100,
-                      summary["error_rate"] <= slo.error_rate.fraction, "<=", "%",
-                      samples=requests))
+    gates = [percentile_gate(spec, v, thresholds[v.percentile], windows, window_s)
+             for v in judgement.verdicts]
+    gates.append(judgement.error_rate)
     if slo.min_throughput is not None:
-        gates.append(Gate("latency.throughput", summary["throughput_rps"],
-                          slo.min_throughput.per_second,
-                          summary["throughput_rps"] >= slo.min_throughput.per_second,
-                          ">=", "/s", samples=windows))
+        gates.append(throughput_gate(windows,
+                                     slo.min_throughput.per_second, judgement.alpha))
     if slo.queue_mean is not None:
         # A mean against a budget stated as a mean: the counters of both servers give
         # only sums, and Triton's summary quantiles cover a sliding time span, not our
@@ -83,13 +149,15 @@ def interval_metrics(verdicts: list[PercentileVerdict]) -> dict[str, float]:
             metrics[f"{name}_low_ms"] = verdict.low_ms
         if verdict.high_ms is not None:
             metrics[f"{name}_high_ms"] = verdict.high_ms
+        metrics[f"{name}_design_effect"] = verdict.design_effect
     metrics["latency_samples"] = float(verdicts[0].samples if verdicts else 0)
     return metrics
 
 
-def verdict_details(verdicts: list[PercentileVerdict], confidence: float) -> dict[str, Any]:
-    return {"confidence_per_look": confidence,
-            "verdicts": {f"latency.p{v.percentile:g}": {"outcome": v.outcome,
-                                                         "reason": v.reason,
-                                                         "window_ms": list(v.window_ms)}
-                         for v in verdicts}}
+def verdict_details(verdicts: list[PercentileVerdict], alpha: float) -> dict[str, Any]:
+    return {"confidence_per_look": 1 - alpha,
+            "verdicts": {f"latency.p{v.percentile:g}": {
+                "outcome": v.outcome, "reason": v.reason, "window_ms": list(v.window_ms),
+                "design_effect": v.design_effect, "effective_samples": v.effective_samples,
+                "outlier_window": None if v.outlier is None else v.outlier.window + 1}
+                for v in verdicts}}

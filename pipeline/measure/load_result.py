@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -37,7 +38,12 @@ class LoadResult:
     """Latencies (µs) and outcomes of one measurement window.
 
     The histogram holds every request: answered ones at their latency, failed and
-    timed-out ones censored at the request timeout (see `failed_latency_us`).
+    timed-out ones censored at the request timeout (see `failed_latency_us`). Where the
+    load generator records it (`record`), `finished_s` and `latencies_us` keep every
+    request in completion order (seconds since the window began, and its latency), so
+    that a verdict can cut the window into blocks of consecutive requests.
+    `client_wait_s` is the time the client's threads spent waiting for a CPU (None where
+    the platform does not say).
     """
 
     duration_s: float
@@ -45,13 +51,35 @@ class LoadResult:
     completed: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     client_cpu_s: float = 0.0
+    finished_s: array[float] = field(default_factory=lambda: array("d"))
+    latencies_us: array[int] = field(default_factory=lambda: array("q"))
+    client_wait_s: float | None = None
+
+    def record(self, value_us: int, finished_s: float, error: str | None = None) -> None:
+        """One request: in the histogram, the timeline, and completed or its error's count
+        (one count for all three, so that percentiles, error rate and throughput agree)."""
+        self.histogram.record_value(value_us)
+        self.finished_s.append(finished_s)
+        self.latencies_us.append(value_us)
+        if error is None:
+            self.completed += 1
+        else:
+            self.errors[error] += 1
 
     def merge(self, other: LoadResult) -> None:
         self.histogram.add(other.histogram)
         self.completed += other.completed
         self.errors.update(other.errors)
+        self.finished_s.extend(self.duration_s + at for at in other.finished_s)
+        self.latencies_us.extend(other.latencies_us)
         self.duration_s += other.duration_s
         self.client_cpu_s += other.client_cpu_s
+        if other.client_wait_s is not None:
+            self.client_wait_s = (self.client_wait_s or 0.0) + other.client_wait_s
+
+    @property
+    def requests(self) -> int:
+        return self.completed + self.error_count
 
     @property
     def error_count(self) -> int:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from pipeline.measure.blocking import BlockingCaller, blocking_callers
+from pipeline.measure.client_wait import runqueue_wait_s, waited_since
 from pipeline.measure.load_result import (
     MAX_LATENCY_US,
     MIN_SAMPLES_FOR,
@@ -51,8 +52,9 @@ async def closed_loop(target: Target, concurrency: int, duration_s: float, timeo
     result = LoadResult(duration_s)
     transport = transport_for(target)
     try:
-        cpu_start = time.process_time()
-        end = time.perf_counter() + duration_s
+        cpu_start, waits = time.process_time(), runqueue_wait_s()
+        start = time.perf_counter()
+        end = start + duration_s
 
         async def worker() -> None:
             while True:
@@ -61,32 +63,39 @@ async def closed_loop(target: Target, concurrency: int, duration_s: float, timeo
                     return
                 error = await transport.send(timeout_s)
                 done = time.perf_counter()
-                if error is None:
-                    result.histogram.record_value(latency_us(done - sent))
-                    if done <= end:
-                        result.completed += 1
-                else:
-                    result.histogram.record_value(failed_latency_us(done - sent, timeout_s))
-                    result.errors[error] += 1
+                value = latency_us(done - sent) if error is None else \
+                    failed_latency_us(done - sent, timeout_s)
+                result.record(value, done - start, error)
 
         await supervise([asyncio.create_task(worker()) for _ in range(concurrency)],
                         should_stop, tick)
-        result.client_cpu_s = time.process_time() - cpu_start
+        _close_window(result, start, cpu_start, waits)
     finally:
         await transport.close()
     return result
+
+
+def _close_window(result: LoadResult, start: float, cpu_start: float,
+                  waits: dict[str, float] | None) -> None:
+    """The window lasts until its last answer: every request sent in it counts, in the
+    histogram, the count and the throughput alike (answers after the nominal end too)."""
+    result.duration_s = max(result.duration_s, time.perf_counter() - start)
+    result.client_cpu_s = time.process_time() - cpu_start
+    result.client_wait_s = waited_since(waits)
 
 
 async def _closed_loop_blocking(callers: list[BlockingCaller], duration_s: float,
                                 timeout_s: float, should_stop: Callable[[], bool],
                                 tick: Tick) -> LoadResult:
     result = LoadResult(duration_s)
-    cpu_start = time.process_time()
-    end = time.perf_counter() + duration_s
+    cpu_start, waits = time.process_time(), runqueue_wait_s()
+    start = time.perf_counter()
+    end = start + duration_s
     loop = asyncio.get_running_loop()
     # Each thread records into its own result (a histogram is not thread-safe).
     shares = [LoadResult(duration_s) for _ in callers]
-    threads = [loop.run_in_executor(None, _blocking_worker, caller, share, end, timeout_s)
+    threads = [loop.run_in_executor(None, _blocking_worker, caller, share, start, end,
+                                    timeout_s)
                for caller, share in zip(callers, shares, strict=True)]
 
     async def worker(caller: BlockingCaller, thread: asyncio.Future[None]) -> None:
@@ -100,18 +109,21 @@ async def _closed_loop_blocking(callers: list[BlockingCaller], duration_s: float
     await supervise([asyncio.create_task(worker(caller, thread))
                      for caller, thread in zip(callers, threads, strict=True)],
                     should_stop, tick)
-    result.client_cpu_s = time.process_time() - cpu_start
+    _close_window(result, start, cpu_start, waits)
+    timeline = sorted((at, value) for share in shares
+                      for at, value in zip(share.finished_s, share.latencies_us, strict=True))
     for share in shares:
         result.histogram.add(share.histogram)
         result.completed += share.completed
         result.errors.update(share.errors)
+    result.finished_s.extend(at for at, _ in timeline)
+    result.latencies_us.extend(value for _, value in timeline)
     return result
 
 
-def _blocking_worker(caller: BlockingCaller, result: LoadResult, end: float,
+def _blocking_worker(caller: BlockingCaller, result: LoadResult, start: float, end: float,
                      timeout_s: float) -> None:
     """One worker of the closed loop, as `closed_loop`'s, until `end` or `interrupt`."""
-    record = result.histogram.record_value
     try:
         while not caller.stopping:
             sent = time.perf_counter()
@@ -121,13 +133,9 @@ def _blocking_worker(caller: BlockingCaller, result: LoadResult, end: float,
             done = time.perf_counter()
             if caller.stopping:
                 return
-            if error is None:
-                record(latency_us(done - sent))
-                if done <= end:
-                    result.completed += 1
-            else:
-                record(failed_latency_us(done - sent, timeout_s))
-                result.errors[error] += 1
+            value = latency_us(done - sent) if error is None else \
+                failed_latency_us(done - sent, timeout_s)
+            result.record(value, done - start, error)
     finally:
         caller.close()
 

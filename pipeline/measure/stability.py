@@ -1,22 +1,13 @@
-"""Repeat measurement windows until the verdict is decided, or up to a cap.
+"""Whether measurement windows agreed, and windows merged into one result.
 
-A single window can land on a hiccup (a GC pause, a noisy neighbour). The
-latency stage runs at least `min_windows` windows and then stops as soon as
-its gates are decided (pipeline.verdict); after `max_windows` it stops anyway
-and an undecided gate is inconclusive. Every window after the warm-up counts:
-none is dropped for disagreeing with the others. Whether throughput and p99
-agreed across all windows (`settled`) is recorded as "stabilised".
+The loop that repeats windows until the verdict is decided is pipeline.gates.sequential.
+Whether throughput and p99 agreed across all windows (`settled`) is recorded as
+"stabilised"; it is a description of the run, not a gate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
-
 from pipeline.measure.loadgen import LoadResult
-
-Extra = TypeVar("Extra")
 
 
 def spread(values: list[float]) -> float:
@@ -43,33 +34,3 @@ def merge(windows: list[LoadResult]) -> LoadResult:
     for window in windows:
         total.merge(window)
     return total
-
-
-@dataclass
-class Measured(Generic[Extra]):
-    windows: list[LoadResult] = field(default_factory=list)
-    extras: list[Extra] = field(default_factory=list)
-    decided: bool = False
-
-    def merged(self) -> LoadResult:
-        """Every measured window as one result."""
-        return merge(self.windows)
-
-    def stable(self, tolerance: float) -> bool:
-        return settled(self.windows, len(self.windows), tolerance)
-
-
-def measure_until_decided(window: Callable[[int], tuple[LoadResult, Extra]],
-                          decided: Callable[[list[LoadResult]], bool],
-                          min_windows: int, max_windows: int) -> Measured[Extra]:
-    """Run `window(i)` at least `min_windows` times, then until `decided`, at most
-    `max_windows` times."""
-    outcome: Measured[Extra] = Measured()
-    for index in range(max(max_windows, min_windows)):
-        result, extra = window(index)
-        outcome.windows.append(result)
-        outcome.extras.append(extra)
-        if len(outcome.windows) >= min_windows and decided(outcome.windows):
-            outcome.decided = True
-            break
-    return outcome

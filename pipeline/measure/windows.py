@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic
 
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
+from pipeline.gates.sequential import LookT, WindowPlan, WindowRun, run_windows
 from pipeline.measure.distributed.for_run import cluster_for, workers_for
 from pipeline.measure.gpu import gpu_memory_mb
 from pipeline.measure.loadgen import (
@@ -21,7 +24,6 @@ from pipeline.measure.loadgen import (
 )
 from pipeline.measure.loadgen import open_loop as run_open_loop
 from pipeline.measure.memory import process_tree_memory
-from pipeline.measure.stability import Measured, measure_until_decided
 from pipeline.model.tensors import load_samples, take
 from pipeline.servers.base import ModelServer, ServerStats
 from pipeline.spec.models import BurstSpec
@@ -61,23 +63,35 @@ def closed_window(ctx: RunContext, server: ModelServer, target: Target, stage: s
 
 def closed_windows_until_decided(
         ctx: RunContext, server: ModelServer, target: Target, stage: str,
-        decided: Callable[[list[LoadResult]], bool]) -> tuple[Measured[ServerStats],
-                                                               ServerStats, float]:
-    """The latency stage's closed-loop windows until `decided` (or the cap); with the
-    server's counter deltas over exactly those windows and the length of each window."""
+        look: Callable[[list[LoadResult], float], LookT],
+        client_limited: Callable[[LoadResult], str | None],
+        plan: WindowPlan) -> ClosedWindows[LookT]:
+    """The latency stage's closed-loop windows until a look is decided (or the cap); see
+    pipeline.gates.sequential. With the server's counter deltas over exactly those windows,
+    the length of each window, and each window's (start, end, requests)."""
     settings = ctx.loaded.spec.stages.latency
-    cap = max(settings.stability.max_windows, settings.stability.windows)
-    window_s = settings.duration.seconds / cap
+    window_s = settings.duration.seconds / plan.max_windows
     snapshots: list[ServerStats] = [server.stats()]
+    spans: list[tuple[float, float, int]] = []
 
-    def window(index: int) -> tuple[LoadResult, ServerStats]:
+    def window(index: int) -> LoadResult:
+        started = time.perf_counter()
         result = closed_window(ctx, server, target, stage, settings.concurrency, window_s,
                                f"window {index + 1} at concurrency {settings.concurrency}")
+        spans.append((started, time.perf_counter(), result.requests))
         snapshots.append(server.stats())
-        return result, snapshots[-1]
+        return result
 
-    outcome = measure_until_decided(window, decided, settings.stability.windows, cap)
-    return outcome, snapshots[-1].since(snapshots[0]), window_s
+    run = run_windows(window, look, client_limited, plan)
+    return ClosedWindows(run, snapshots[-1].since(snapshots[0]), window_s, spans)
+
+
+@dataclass(frozen=True)
+class ClosedWindows(Generic[LookT]):
+    run: WindowRun[LoadResult, LookT]
+    server_view: ServerStats
+    window_s: float
+    spans: list[tuple[float, float, int]]
 
 
 def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,

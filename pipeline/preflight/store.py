@@ -14,7 +14,7 @@ from pipeline.preflight.checks import POLICY, SETUP, STORE, Check
 from pipeline.preflight.scope import Scope
 from pipeline.release.manifest import read_manifest
 from pipeline.release.pointers import read_pointer
-from pipeline.release.promotion import candidate
+from pipeline.release.policy import source_release
 from pipeline.release.store.base import Store
 from pipeline.release.store.local import LocalStore
 from pipeline.spec.models import LoadedSpec
@@ -158,7 +158,7 @@ def _release(store: Store, loaded: LoadedSpec, environment: str | None) -> Check
     name = f"{NAME}.release"
     source = ", ".join(loaded.policy.requires)
     try:
-        release_id = candidate(store, loaded, None)
+        release_id = source_release(store, loaded, None)
         read_manifest(store, loaded.spec.name, release_id)
     except PolicyError as error:
         return Check.failed(name, f"{error} (environments/{environment}.yaml requires "

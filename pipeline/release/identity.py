@@ -1,10 +1,10 @@
 """Who is acting: the identity every audit event records next to the names it claims.
 
-`--by` and `--approved-by` are names someone typed. The acting identity is what
-the environment says about who ran the command: inside GitHub Actions
-(`GITHUB_ACTIONS=true`) the `GITHUB_ACTOR` and the run's URL; elsewhere
-`user@host`; with an S3 store also the caller STS names for the store's
-credentials (or why STS did not answer; a move never fails for that).
+`--by` is a name someone typed. The acting identity is what can be checked about who
+ran the command: inside GitHub Actions the OIDC token's claims, verified against the
+issuer's keys; elsewhere `user@host` (unverified), with GITHUB_* variables recorded as
+a claim; with an S3 store also the STS caller identity of the store's credentials (or
+why STS did not answer; a move never fails for that).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+from pipeline.release.oidc import verified_claims
 from pipeline.release.store.base import Store
 
 
@@ -26,16 +27,12 @@ def acting_user(env: Mapping[str, str]) -> str:
     """`GITHUB_ACTOR` inside GitHub Actions, else `user@host`."""
     if in_github_actions(env):
         return env["GITHUB_ACTOR"]
+    return local_user(env)
+
+
+def local_user(env: Mapping[str, str]) -> str:
     user = env.get("USER") or env.get("LOGNAME") or pwd.getpwuid(os.getuid()).pw_name
     return f"{user}@{socket.gethostname()}"
-
-
-def run_url(env: Mapping[str, str]) -> str | None:
-    parts = [env.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")]
-    if not in_github_actions(env) or not all(parts):
-        return None
-    server, repository, run_id = parts
-    return f"{server}/{repository}/actions/runs/{run_id}"
 
 
 def claimed_name(by: str | None, env: Mapping[str, str]) -> str:
@@ -44,18 +41,40 @@ def claimed_name(by: str | None, env: Mapping[str, str]) -> str:
     return by or env.get("SERVE_PIPELINE_ACTOR") or acting_user(env)
 
 
+def claimed_github(env: Mapping[str, str]) -> dict[str, str]:
+    """What GITHUB_* variables say: anyone can set them, so it is only ever a claim."""
+    names = {"GITHUB_ACTOR": "actor", "GITHUB_REPOSITORY": "repository",
+             "GITHUB_RUN_ID": "run_id"}
+    return {field: env[var] for var, field in names.items() if env.get(var)}
+
+
 def acting_identity(env: Mapping[str, str], store: Store | None = None) -> dict[str, Any]:
-    """The `actor` of an audit event and of a manifest's `created_by_actor`."""
-    identity: dict[str, Any] = {
-        "user": acting_user(env),
-        "via": "github-actions" if in_github_actions(env) else "local",
-    }
-    url = run_url(env)
-    if url:
-        identity["run_url"] = url
+    """The `actor` of an audit event and of a manifest's `created_by_actor`.
+
+    `verified` is true only for an identity checked cryptographically here: the GitHub
+    Actions OIDC token (pipeline.release.oidc). `verified_identities` are the names
+    distinct_from_creator compares (`github:<login>`); GITHUB_* variables without a
+    token are recorded under `claimed`. Raises IdentityError for a token that does not
+    verify (an expired one, one for another audience)."""
+    claims = verified_claims(env)
+    identity: dict[str, Any] = {"user": local_user(env) if claims is None else
+                                f"{claims.get('actor', claims['sub'])}@github-actions",
+                                "via": "github-actions" if claims else "local",
+                                "verified": claims is not None}
+    if claims is not None:
+        identity["oidc"] = claims
+        identity["verified_identities"] = [f"github:{claims['actor']}"] \
+            if claims.get("actor") else [f"oidc:{claims['sub']}"]
+        if claims.get("repository") and claims.get("run_id"):
+            identity["run_url"] = (f"{env.get('GITHUB_SERVER_URL') or 'https://github.com'}/"
+                                   f"{claims['repository']}/actions/runs/{claims['run_id']}")
+    else:
+        claimed = claimed_github(env)
+        if claimed:
+            identity["claimed"] = claimed
     caller = store.caller_identity() if store is not None else None
     if caller is not None:
-        identity["aws_caller"] = caller
+        identity["aws_caller"] = {**caller, "verified": "arn" in caller}
     return identity
 
 

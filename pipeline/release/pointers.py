@@ -1,16 +1,23 @@
-"""Environment pointers (compare-and-swap), their history, the audit log and rollback."""
+"""Environment pointers (compare-and-swap), their history and the audit log.
+
+Which moves are allowed is pipeline.release.policy's business; this module moves.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.errors import ConflictError, StoreError, UsageError
-from pipeline.release.manifest import iso, manifest_digest, read_manifest, utc_now, verify_release
+from pipeline.release.manifest import iso, manifest_digest, utc_now
 from pipeline.release.store.base import Store
+
+AUDIT_ATTEMPTS = 2
+AUDIT_BACKOFF_S = 0.2
 
 
 def pointer_key(name: str, environment: str) -> str:
@@ -52,14 +59,25 @@ def check_manifest_unchanged(pointer: Pointer, release_id: str, digest: str) -> 
                              f"{str(recorded)[:12]}): refusing to point at it")
 
 
+@dataclass(frozen=True)
+class Moved:
+    """A pointer move that happened. `warnings` say what went wrong after the swap (the
+    audit entry): the move stands, and is reported as done."""
+
+    event: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+
+
 def move_pointer(store: Store, name: str, environment: str, release_id: str, action: str,
                  by: str, note: str = "", run_id: str | None = None,
                  approved_by: list[str] | None = None,
-                 actor: dict[str, Any] | None = None) -> dict[str, Any]:
+                 actor: dict[str, Any] | None = None) -> Moved:
     """Compare-and-swap the pointer to `release_id`; append the event and an audit entry.
 
     `approved_by` (the approvals this move relies on) and `actor` (who ran the command,
-    pipeline.identity) are part of the event: they are recorded only if the move succeeds."""
+    pipeline.identity) are part of the event: they are recorded only if the move succeeds.
+    Nothing after the swap can fail the move: an audit entry that cannot be written is a
+    warning (`store verify --repair`, or the next move, writes it from the history)."""
     pointer, etag = read_pointer(store, name, environment)
     repair_audit(store, name, environment, pointer)
     digest = manifest_digest(store, name, release_id)
@@ -80,8 +98,28 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str, act
     pointer.current = release_id
     store.write_if(pointer_key(name, environment),
                    json.dumps(pointer.to_json(), indent=2).encode(), etag)
-    write_audit(store, name, environment, event)
-    return event
+    problem = write_audit_retrying(store, name, environment, event)
+    if problem is None:
+        return Moved(event)
+    return Moved(event, (f"{environment} points at {release_id}, but its audit entry could "
+                         f"not be written ({problem}): run `serve-pipeline store verify "
+                         "--repair` to write it from the pointer's history",))
+
+
+def write_audit_retrying(store: Store, name: str, environment: str, event: dict[str, Any],
+                         attempts: int = AUDIT_ATTEMPTS) -> str | None:
+    """Write the audit entry, again after a store error (the store retries each request
+    itself too); what went wrong when every attempt failed, else None."""
+    problem = None
+    for attempt in range(attempts):
+        try:
+            write_audit(store, name, environment, event)
+            return None
+        except StoreError as error:
+            problem = str(error)
+            if attempt + 1 < attempts:
+                time.sleep(AUDIT_BACKOFF_S * (attempt + 1))
+    return problem
 
 
 def audit_key(name: str, environment: str, event: dict[str, Any]) -> str:
@@ -119,16 +157,3 @@ def rollback_target(pointer: Pointer) -> str:
             break
     raise UsageError(f"environment {pointer.environment} has no earlier release than "
                      f"{pointer.current}")
-
-
-def rollback(store: Store, name: str, environment: str, to: str | None,
-             by: str, actor: dict[str, Any] | None = None) -> dict[str, Any]:
-    pointer, _ = read_pointer(store, name, environment)
-    target = to or rollback_target(pointer)
-    if target == pointer.current:
-        raise UsageError(f"{environment} already points at {target}")
-    manifest = read_manifest(store, name, target)
-    problems = verify_release(store, manifest)
-    if problems:
-        raise StoreError(f"release {target} cannot be rolled back to: " + "; ".join(problems))
-    return move_pointer(store, name, environment, target, "rollback", by, actor=actor)

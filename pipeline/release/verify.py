@@ -1,4 +1,5 @@
-"""`store verify`: check every manifest's blobs and every pointer, read-only."""
+"""`store verify`: check every manifest's blobs and every pointer; read-only, except that
+`--repair` writes the audit entries a pointer's history shows to be missing."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from itertools import pairwise
 from typing import Any
 
 from pipeline.digest import sha256_bytes
-from pipeline.release.pointers import audit_key
+from pipeline.release.pointers import audit_key, write_audit
 from pipeline.release.store.base import Store
 
 
@@ -19,10 +20,11 @@ class StoreCheck:
     blobs: int = 0
     pointers: int = 0
     problems: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"manifests": self.manifests, "blobs": self.blobs, "pointers": self.pointers,
-                "problems": self.problems, "ok": not self.problems}
+                "problems": self.problems, "repaired": self.repaired, "ok": not self.problems}
 
 
 def _load(store: Store, key: str, check: StoreCheck) -> dict[str, Any] | None:
@@ -41,13 +43,33 @@ def _load(store: Store, key: str, check: StoreCheck) -> dict[str, Any] | None:
     return body
 
 
-def verify_store(store: Store) -> StoreCheck:
+def verify_store(store: Store, repair: bool = False) -> StoreCheck:
     check = StoreCheck()
     releases = _check_manifests(store, check)
     for _key, name, environment, pointer in _documents(store, "environments/", check):
         check.pointers += 1
         _check_pointer(store, check, releases, name, environment, pointer)
+        _check_audit(store, check, name, environment, pointer.get("events", []), repair)
     return check
+
+
+def _check_audit(store: Store, check: StoreCheck, name: str, environment: str,
+                 events: list[dict[str, Any]], repair: bool) -> None:
+    """Every move of the pointer has its audit entry. One that is missing (the store failed
+    after the swap) is rebuilt from the event with `repair`: the event holds all of it."""
+    for event in events:
+        if not isinstance(event, dict) or not {"at", "action"} <= set(event):
+            check.problems.append(f"{name}/{environment}: an event is malformed")
+            continue
+        if store.read(audit_key(name, environment, event)) is not None:
+            continue
+        where = f"{name}/{environment}: the {event['action']} at {event['at']}"
+        if repair:
+            write_audit(store, name, environment, event)
+            check.repaired.append(f"{where}: audit entry written from the pointer's history")
+        else:
+            check.problems.append(f"{where} has no audit entry (`store verify --repair` "
+                                  "writes it)")
 
 
 def _documents(store: Store, prefix: str, check: StoreCheck,
@@ -108,12 +130,6 @@ def _check_pointer(store: Store, check: StoreCheck, releases: dict[tuple[str, st
         if (name, event.get("release_id")) not in releases:
             check.problems.append(f"{name}/{environment}: event at {event.get('at')} "
                                   f"names unknown release {event.get('release_id')}")
-    last = events[-1] if events else None
-    if last is not None and not {"at", "action"} <= set(last):
-        check.problems.append(f"{name}/{environment}: the last event is malformed")
-    elif last is not None and store.read(audit_key(name, environment, last)) is None:
-        check.problems.append(f"{name}/{environment}: the last move ({events[-1].get('at')})"
-                              " has no audit entry (the next move writes it)")
     for earlier, later in pairwise(events):
         if later.get("previous_release_id") != earlier.get("release_id"):
             check.problems.append(f"{name}/{environment}: history broken at "

@@ -45,18 +45,23 @@ class ModelProcesses:
         self.what = what          # "the python-backend stub", in messages
         self.watched: list[psutil.Process] = []
 
-    def watch(self, tree: Iterable[psutil.Process]) -> None:
-        """From now on, these are the model's processes (the server is ready)."""
+    def watch(self, tree: Iterable[psutil.Process],
+              retired: Iterable[psutil.Process] = ()) -> None:
+        """From now on, these are the model's processes (the server is ready); `retired`
+        ones (a previous config's, still exiting) are not."""
+        old = set(retired)      # psutil compares pid and start time: a reused pid differs
         found = []
         for process in tree:
             with contextlib.suppress(psutil.Error):
-                if any(self.mark in part for part in process.cmdline()):
+                if process not in old and any(self.mark in part for part in process.cmdline()):
                     found.append(process)
         self.watched = found
 
-    def forget(self) -> None:
-        """The model is being reloaded on purpose: its processes exit, nothing failed."""
-        self.watched = []
+    def forget(self) -> list[psutil.Process]:
+        """The model is being reloaded on purpose: its processes exit, nothing failed.
+        Returns them, so that the caller can wait for them and leave them out."""
+        retired, self.watched = self.watched, []
+        return retired
 
     def dead(self) -> psutil.Process | None:
         """The first watched process that is gone or a zombie (psutil's is_running also

@@ -299,13 +299,47 @@ class Spec(StrictModel):
     tune: TuneSpec | None = Field(default=None, exclude=True, description=TUNE_DESCRIPTION)
 
 
+class TrustedKeySpec(StrictModel):
+    id: str = Field(min_length=1, description="The name this key goes by in the records.")
+    public_key: str = Field(min_length=1, description=(
+        "A PEM public key (Ed25519 or ECDSA P-256), or the path of one relative to the spec."))
+    owner: str | None = Field(default=None, description=(
+        "The verified identity the key belongs to (`github:<login>`), so that "
+        "distinct_from_creator knows the creator's own key."))
+
+
+class AttestationPolicy(StrictModel):
+    required: bool = Field(default=False, description=(
+        "Only releases whose attestation is signed by one of `keys` may come here; an "
+        "unsigned release is refused."))
+    keys: list[TrustedKeySpec] = Field(default_factory=list, description=(
+        "Public keys trusted to sign release attestations."))
+
+
 class ApprovalPolicy(StrictModel):
     required: bool = Field(default=False, description=(
-        "A recorded approval (`approve`, or `--approved-by` on the promotion) before the "
-        "pointer moves."))
+        "A signed approval (`serve-pipeline approve RELEASE --env ENV --key KEY`) over the "
+        "release's manifest digest and this environment before the pointer moves."))
+    keys: list[TrustedKeySpec] = Field(default_factory=list, description=(
+        "Public keys of the approvers; an approval signed by any other key does not count."))
+    approvers: list[str] = Field(default_factory=list, description=(
+        "The key ids whose approvals count (default: every key in `keys`)."))
     distinct_from_creator: bool = Field(default=False, description=(
-        "An approval by the release's creator (the manifest's created_by, or the user that "
-        "created it) does not count, and naming the creator with --approved-by is refused."))
+        "An approval by the release's creator does not count: the same key as the one that "
+        "signed the attestation, a key whose owner is the creator's verified identity, or "
+        "the same verified GitHub identity. Typed names are never compared."))
+    verified_identity: bool = Field(default=False, description=(
+        "An approval counts only when its approver's identity was verified when it was "
+        "signed (the GitHub Actions OIDC token); GITHUB_* variables alone are a claim."))
+
+    @model_validator(mode="after")
+    def _approvers_have_keys(self) -> ApprovalPolicy:
+        known = {key.id for key in self.keys}
+        unknown = [name for name in self.approvers if name not in known]
+        if unknown:
+            raise PydanticCustomError("approvers", "approvers {unknown} have no entry in "
+                                      "approval.keys", {"unknown": ", ".join(unknown)})
+        return self
 
 
 class EnvironmentPolicy(StrictModel):
@@ -314,6 +348,7 @@ class EnvironmentPolicy(StrictModel):
     requires: list[str] = Field(default_factory=list, description=(
         "Environments a release must have passed before it may come here."))
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    attestation: AttestationPolicy = Field(default_factory=AttestationPolicy)
     reverify: bool = Field(default=False, description=(
         "Promotion here re-runs start..saturation on the release's own artifact under this "
         "environment's gates before the pointer moves (never a rebuild)."))

@@ -99,8 +99,14 @@ class LatencyStage(StrictModel):
     max_memory_growth: SizeField | Literal[False] | None = Field(
         default=None, description=(
             "Gate: how much the server's process-tree RSS may grow from right after the "
-            "warm-up to the end of the windows. Unset: 64MiB for Triton, 256MiB for "
-            "TorchServe (its JVM grows its heap while it warms); false turns the gate off."))
+            "warm-up to the end of the windows (gate latency.memory_growth_total). Unset: "
+            "64MiB for Triton, 256MiB for TorchServe (its JVM grows its heap while it "
+            "warms); false turns the gate off."))
+    memory_growth_rate: SizeField | Literal[False] | None = Field(
+        default=None, description=(
+            "Gate latency.memory_growth: the most the server's RSS (TorchServe: without its "
+            "JVM) may grow per 1,000 requests, the slope of RSS sampled through the windows, "
+            "decided on its bound. Unset: 1MiB (about 1 KiB a request); false turns it off."))
     protocol: Literal["http", "grpc"] = Field(default="http", description=(
         "Triton: the load can go over gRPC too; TorchServe: http."))
     stability: StabilitySpec = Field(default_factory=StabilitySpec, description=(

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+import psutil
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
@@ -29,6 +30,8 @@ from pipeline.servers.torchserve.properties import RESPONSE_TIMEOUT_S, max_batch
 from pipeline.servers.torchserve.server import TorchServeServer
 from pipeline.servers.triton.server import TritonEndpoint, TritonServer
 from pipeline.spec.models import LoadedSpec
+
+OLD_PROCESS_EXIT_S = 30.0      # an unload waits for in-flight requests; a busy machine is slow
 
 
 def open_for_reconfiguration(server: ModelServer, model: str) -> None:
@@ -55,18 +58,22 @@ def reconfigure(server: ModelServer, loaded: LoadedSpec, model_file: Path, scrat
     """Serve `loaded`'s server settings on the running `server`; ServerError when refused.
     Returns once the new config is ready and the old one's processes are gone."""
     timeout_s = loaded.spec.stages.readiness.timeout.seconds
+    # The old config's stubs or workers exit on reload: that is not the server dying.
+    # Triton loads the new instances before it unloads the old ones, so the old ones may
+    # still be running when the new config is ready; they are never watched again.
+    retired = (server.model_processes.forget()
+               if isinstance(server, TritonServer | TorchServeServer) else [])
     if isinstance(server, TorchServeServer):
         _reregister(server, loaded, model_file, scratch, label, timeout_s)
     elif isinstance(server, TritonEndpoint):
-        if isinstance(server, TritonServer):
-            server.model_processes.forget()     # the old instances' stubs exit on reload
         _reload_triton(server, loaded, model_file, scratch, label, timeout_s)
     else:
         raise ServerError(f"{type(server).__name__} cannot be reconfigured in place")
     server.wait_ready(timeout_s)
+    psutil.wait_procs(retired, timeout=OLD_PROCESS_EXIT_S)
     _wait_for_old_processes(server)
     if isinstance(server, TritonServer | TorchServeServer):
-        server.model_processes.watch(server.process_tree())     # the new config's only
+        server.model_processes.watch(server.process_tree(), retired)
 
 
 def _reload_triton(server: TritonEndpoint, loaded: LoadedSpec, model_file: Path,
@@ -88,8 +95,6 @@ def _reregister(server: TorchServeServer, loaded: LoadedSpec, model_file: Path,
     auth = server.management_headers()
     _call(server, "DELETE", f"{server.management_url}/models/{spec.name}", b"", auth,
           timeout_s, label)
-    # The unregistered model's workers exit: that is not the server dying.
-    server.model_processes.forget()
     query = urlencode({"url": archive, "model_name": spec.name,
                        "batch_size": spec.server.batching.max_batch_size,
                        "max_batch_delay": max_batch_delay_ms(spec),

@@ -93,9 +93,10 @@ def test_a_raising_model_fails_the_error_rate_gate_and_the_server_stays_up(
     assert "Traceback" not in result.stderr
     latency = next(s for s in latest_record(folder)["stages"] if s["name"] == "latency")
     assert latency["status"] == "failed"
-    failed = [g["name"] for g in latency["gates"] if not g["passed"]]
+    failed = [g["name"] for g in latency["gates"] if g["outcome"] == "failed"]
     # Failed requests also count in the latency distribution, censored at the timeout: with
     # 2% of them, p99 (and p95 when its quantile falls there) fail with the error rate.
+    # (Gates a short run leaves undecided, as throughput on a busy machine, fail nothing.)
     assert "latency.error_rate" in failed
     assert set(failed) <= {"latency.error_rate", "latency.p99", "latency.p95"}, failed
     assert set(latency["details"]["errors_by_kind"]) == {"http_500"}

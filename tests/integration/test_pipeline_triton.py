@@ -17,6 +17,7 @@ import pytest
 
 from pipeline.servers.ports import port_is_bound
 from tests.support.cli import cli, latest_record, stage_details, start_cli, wait_for_stage
+from tests.support.policy import RITA_APPROVES, approver_keys
 from tests.support.specs import fast_spec
 
 pytestmark = pytest.mark.integration
@@ -35,11 +36,13 @@ def test_promote_twice_rollback_and_history(fast_project: Path,
     assert {g["name"] for g in gates} >= {"latency.p99", "latency.error_rate",
                                           "parity.mismatched_elements",
                                           "failure.wrong_dtype", "failure.unknown_model"}
-    # The fast spec accepts an unknown capacity (its 2 s search may confirm no rate, see
-    # tests/support/specs.py); every other gate passed.
-    assert all(g["passed"] for g in gates if g["name"] != "saturation.capacity_rps")
-    assert all(g["outcome"] in ("passed", "inconclusive") for g in gates
-               if g["name"] == "saturation.capacity_rps")
+    # The fast spec accepts an unknown capacity (its 2 s search may confirm no rate) and an
+    # undecided latency gate within its threshold (see tests/support/specs.py); every other
+    # gate passed.
+    accepted = [g for g in gates if g["name"] == "saturation.capacity_rps"
+                or g["name"].startswith("latency.")]
+    assert all(g["passed"] for g in gates if g not in accepted)
+    assert all(g["outcome"] in ("passed", "inconclusive") for g in accepted)
     latency = next(s for s in record["stages"] if s["name"] == "latency")["metrics"]
     assert latency["requests"] > 0 and latency["p99_ms"] > 0
     assert latency["server_rss_mb"] > 100
@@ -64,11 +67,17 @@ def test_promote_twice_rollback_and_history(fast_project: Path,
             ("rollback", first_id, second_id)]
     shown = cli(["report", first_id, "--format", "json"], fast_project)
     assert json.loads(shown.stdout)["release_id"] == first_id
+    # The fast spec's own gates (its capacity may be inconclusive), rita's key trusted.
+    keys = approver_keys(fast_project)
+    (fast_project / "environments" / "production.yaml").write_text(RITA_APPROVES)
     refused = cli(["promote", "production"], fast_project)
-    assert refused.returncode == 5 and "needs an approval" in refused.stderr
+    assert refused.returncode == 5 and "needs a signed approval" in refused.stderr
     assert json.loads(cli(["history", "production", "--format", "json"],
                           fast_project).stdout)["current"] is None
-    approved = cli(["promote", "production", "--approved-by", "rita"], fast_project)
+    signed = cli(["approve", first_id, "--env", "production", "--key", str(keys["rita"]),
+                  "--yes"], fast_project)
+    assert signed.returncode == 0, signed.stderr
+    approved = cli(["promote", "production"], fast_project)
     assert approved.returncode == 0, approved.stderr
     production = json.loads(cli(["history", "production", "--format", "json"],
                                 fast_project).stdout)
@@ -203,16 +212,20 @@ def test_production_reverifies_the_staging_artifact_under_its_own_gates(
     assert staged.returncode == 0, staged.stdout + staged.stderr
     release = RELEASE.findall(staged.stdout)[-1]
     overlay = fast_project / "environments" / "production.yaml"
-    overlay.write_text("requires: [staging]\napproval: {required: true}\nreverify: true\n"
-                       "slo: {p99: 45ms}\nserver: {instances: 2}\n")
-    changed = cli(["promote", "production", "--approved-by", "rita"], fast_project)
+    keys = approver_keys(fast_project)
+    overlay.write_text(RITA_APPROVES)
+    signed = cli(["approve", release, "--env", "production", "--key", str(keys["rita"]),
+                  "--yes"], fast_project)
+    assert signed.returncode == 0, signed.stderr
+    overlay.write_text(RITA_APPROVES + "reverify: true\nslo: {p99: 45ms}\n"
+                       "server: {instances: 2}\n")
+    changed = cli(["promote", "production"], fast_project)
     assert changed.returncode == 1
     assert "does not match this environment's spec" in changed.stderr
     assert "never rebuilds" in changed.stderr
 
-    overlay.write_text("requires: [staging]\napproval: {required: true}\nreverify: true\n"
-                       "slo: {p99: 45ms}\n")
-    promoted = cli(["promote", "production", "--approved-by", "rita"], fast_project)
+    overlay.write_text(RITA_APPROVES + "reverify: true\nslo: {p99: 45ms}\n")
+    promoted = cli(["promote", "production"], fast_project)
     assert promoted.returncode == 0, promoted.stdout + promoted.stderr
     record = latest_record(fast_project)
     assert record["release_id"] == release and record["promoted_to"] == "production"

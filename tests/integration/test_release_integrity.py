@@ -14,10 +14,12 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from boto3.s3.transfer import TransferConfig
 
+from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
 from pipeline.release.pointers import move_pointer
 from pipeline.release.store.s3 import S3Store
@@ -25,6 +27,8 @@ from pipeline.release.store.s3_checksum import b64
 from pipeline.servers.ports import free_ports
 from tests.support.cli import cli
 from tests.support.moto_s3 import S3Server
+from tests.support.policy import POLICY, approver_keys, creator_actor
+from tests.support.recorded import recorded as recorded_gates
 
 pytestmark = pytest.mark.integration
 
@@ -42,12 +46,15 @@ def s3_project(project: Path, s3_server: S3Server, policy: str | None = None) ->
     return S3Store(f"s3://{bucket}/ml", endpoint_url=s3_server.endpoint)
 
 
-def release_of(store: S3Store, path: Path, creator: str = "alice@build-host") -> str:
+def release_of(store: S3Store, path: Path, creator: str = "alice@build-host",
+               actor: dict[str, Any] | None = None) -> str:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     body = {"run_id": path.name, "created_by": creator,
-            "created_by_actor": {"user": creator, "via": "local"}}
-    source = BlobSource("model", path, None, digest)
-    return publish_release(store, NAME, [source], body, utc_now()).release_id
+            "created_by_actor": actor or {"user": creator, "via": "local"}, **recorded_gates()}
+    verification = canonical_json({"run_id": path.name, "stages": []})
+    sources = [BlobSource("model", path, None, digest),
+               BlobSource("verification", None, verification, sha256_bytes(verification))]
+    return publish_release(store, NAME, sources, body, utc_now()).release_id
 
 
 def blob_key(store: S3Store, path: Path) -> str:
@@ -142,49 +149,48 @@ def test_tampered_blobs_are_refused_by_promote_and_rollback(
     assert audit_keys(s3, bucket) == before           # no approval, no event was written
 
 
-POLICY = """requires: [staging]
-approval: {required: true, distinct_from_creator: true}
-"""
-
-
-def test_approvals_and_acting_identity_on_s3(project: Path, s3_env: S3Server,
-                                             files: dict[str, Path]) -> None:
+def test_signed_approvals_and_acting_identity_on_s3(project: Path, s3_env: S3Server,
+                                                    files: dict[str, Path]) -> None:
     s3_server = s3_env
+    approver_keys(project)
     store = s3_project(project, s3_server, POLICY)
-    first = release_of(store, files["small.bin"], creator="alice@build-host")
-    second = release_of(store, files["other.bin"], creator="alice@build-host")
+    first = release_of(store, files["small.bin"], actor=creator_actor("alice"))
+    second = release_of(store, files["other.bin"], actor=creator_actor("alice"))
     for release in (first, second):
         move_pointer(store, NAME, "staging", release, "promote", "ci")
     s3 = s3_server.client()
     before = audit_keys(s3, store.bucket)
 
-    for claimed in ("alice", "Alice@build-host"):
-        refused = cli(["promote", "production", "--release", first, "--approved-by", claimed],
-                      project, env=s3_server.env)
-        assert refused.returncode == 5, refused.stderr
-        line = one_error_line(refused)
-        assert f"release {first} is approved only by its creator {claimed}" in line
-        assert "environments/production.yaml approval.distinct_from_creator" in line
-    refused = cli(["approve", first, "--by", "alice", "--yes"], project, env=s3_server.env)
-    assert refused.returncode == 5 and "approved only by its creator" in refused.stderr
+    def approve(release: str, key: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return cli(["approve", release, "--env", "production", "--key",
+                    str(project / "keys" / f"{key}.pem"), "--yes"], project, env=env)
+
+    refused = approve(first, "alice", s3_server.env)
+    assert refused.returncode == 5, refused.stderr
+    assert "created by the same verified identity (github:alice)" in one_error_line(refused)
     assert audit_keys(s3, store.bucket) == before
 
+    # GITHUB_* variables without a token: a claim, recorded as one; STS is verified.
     github = {**s3_server.env, "GITHUB_ACTIONS": "true", "GITHUB_ACTOR": "deploy-bot",
               "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "acme/fraud",
               "GITHUB_RUN_ID": "42", "AWS_ENDPOINT_URL_STS": s3_server.endpoint}
-    moved = cli(["promote", "production", "--release", first, "--approved-by", "rita"],
-                project, env=github)
+    assert approve(first, "rita", github).returncode == 0
+    moved = cli(["promote", "production", "--release", first], project, env=github)
     assert moved.returncode == 0, moved.stderr
     event = history(project, "production", github)["events"][0]  # type: ignore[index]
     assert event["approved_by"] == ["rita"] and event["by"] == "deploy-bot"
-    assert event["actor"] == {"user": "deploy-bot", "via": "github-actions",
-                              "run_url": "https://github.com/acme/fraud/actions/runs/42",
-                              "aws_caller": {"arn": "arn:aws:sts::123456789012:user/moto",
-                                             "account": "123456789012",
-                                             "user_id": "AKIAIOSFODNN7EXAMPLE"}}
+    actor = event["actor"]
+    assert actor["via"] == "local" and actor["verified"] is False
+    assert "run_url" not in actor
+    assert actor["claimed"] == {"actor": "deploy-bot", "repository": "acme/fraud",
+                                "run_id": "42"}
+    assert actor["aws_caller"] == {"arn": "arn:aws:sts::123456789012:user/moto",
+                                   "account": "123456789012",
+                                   "user_id": "AKIAIOSFODNN7EXAMPLE", "verified": True}
     written = [k for k in audit_keys(s3, store.bucket) if k not in before]
-    assert len(written) == 1 and "-promote-production-" in written[0]
-    audited = json.loads(s3.get_object(Bucket=store.bucket, Key=written[0])["Body"].read())
+    assert len(written) == 2 and "-approve-production-" in written[0] and \
+        "-promote-production-" in written[1]
+    audited = json.loads(s3.get_object(Bucket=store.bucket, Key=written[1])["Body"].read())
     assert audited["actor"] == event["actor"] and audited["approved_by"] == ["rita"]
 
     closed = free_ports(1)[0]          # nothing listens there: STS does not answer

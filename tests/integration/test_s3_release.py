@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.cli import cli
 from tests.support.moto_s3 import S3Server
+from tests.support.policy import RITA_APPROVES, approver_keys
 
 pytestmark = pytest.mark.integration
 
@@ -21,6 +22,9 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     spec.write_text(spec.read_text().replace("store: file://.serve-pipeline/store",
                                              f"store: s3://{bucket}/ml/fraud"))
     env = s3_server.env
+    # The fast spec's gates (its capacity may be inconclusive), rita's key trusted.
+    approvers = approver_keys(fast_project)
+    (fast_project / "environments" / "production.yaml").write_text(RITA_APPROVES)
 
     def history(environment: str) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(cli(["history", environment, "--format", "json"],
@@ -33,15 +37,16 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     keys = {o["Key"] for o in s3_server.client().list_objects_v2(Bucket=bucket)["Contents"]}
     assert f"ml/fraud/releases/fraud-mlp/{release}.json" in keys
     assert "ml/fraud/environments/fraud-mlp/staging.json" in keys
-    assert sum(1 for k in keys if k.startswith("ml/fraud/blobs/sha256/")) == 5
+    # the five blobs a run published before, and the attestation
+    assert sum(1 for k in keys if k.startswith("ml/fraud/blobs/sha256/")) == 6
 
     refused = cli(["promote", "production"], fast_project, env=env)
-    assert refused.returncode == 5 and "needs an approval" in refused.stderr
+    assert refused.returncode == 5 and "needs a signed approval" in refused.stderr
     assert history("production") == {"environment": "production", "current": None,
                                      "events": []}
 
-    approved = cli(["approve", release, "--env", "production", "--by", "rita", "--yes"],
-                   fast_project, env=env)
+    approved = cli(["approve", release, "--env", "production", "--key", str(approvers["rita"]),
+                    "--by", "rita", "--yes"], fast_project, env=env)
     assert approved.returncode == 0, approved.stderr
     moved = cli(["promote", "production"], fast_project, env=env)
     assert moved.returncode == 0, moved.stderr

@@ -17,7 +17,8 @@ from pipeline.release.manifest import (
     utc_now,
     verify_release,
 )
-from pipeline.release.pointers import move_pointer, read_pointer, rollback
+from pipeline.release.pointers import move_pointer, read_pointer
+from pipeline.release.policy import rollback
 from pipeline.release.store.s3 import S3Store
 from tests.support.moto_s3 import S3Server
 

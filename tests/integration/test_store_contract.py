@@ -20,7 +20,8 @@ import pytest
 from pipeline.digest import sha256_bytes
 from pipeline.errors import ConflictError, StoreError, UsageError
 from pipeline.release.manifest import BlobSource, publish_release, read_manifest, utc_now
-from pipeline.release.pointers import move_pointer, read_pointer, rollback
+from pipeline.release.pointers import move_pointer, read_pointer
+from pipeline.release.policy import rollback
 from pipeline.release.store import open_store
 from pipeline.release.store.base import Store, blob_key
 from pipeline.release.store.local import LocalStore
@@ -222,7 +223,7 @@ def test_publish_promote_rollback_history(store: Store) -> None:
     assert read_manifest(store, "demo", first)["run_id"] == "run-1"
     move_pointer(store, "demo", "staging", first, "promote", "alice")
     move_pointer(store, "demo", "staging", second, "promote", "bob")
-    event = rollback(store, "demo", "staging", None, "carol")
+    event = rollback(store, "demo", "staging", None, "carol").event
     assert event["release_id"] == first and event["previous_release_id"] == second
     pointer, _ = read_pointer(store, "demo", "staging")
     assert pointer.current == first

@@ -21,7 +21,8 @@ import pytest
 
 from pipeline.errors import ConflictError, PipelineError
 from pipeline.release.manifest import BlobSource, list_releases, publish_release, utc_now
-from pipeline.release.pointers import Pointer, move_pointer, read_pointer, rollback, rollback_target
+from pipeline.release.pointers import Moved, Pointer, move_pointer, read_pointer, rollback_target
+from pipeline.release.policy import rollback
 from pipeline.release.store.s3 import S3Store
 from pipeline.release.verify import verify_store
 from tests.reliability.conftest import Tally
@@ -309,7 +310,7 @@ def test_promote_and_rollback_under_faults_keep_the_pointer_valid(
                                 "blobs)/", seed=5)):
         for step in range(14):
             before, _ = read_pointer(direct, NAME, "staging")
-            action: Callable[[], dict[str, Any]]
+            action: Callable[[], Moved]
             try:
                 target = rollback_target(before) if step % 3 == 2 else None
             except PipelineError:       # nothing to roll back to yet: promote instead
@@ -334,7 +335,7 @@ def test_promote_and_rollback_under_faults_keep_the_pointer_valid(
             else:
                 outcomes.append("ok")
                 assert after.current == target and after.events[:-1] == before.events
-                assert after.events[-1] == outcome
+                assert after.events[-1] == outcome.event
     print(f"\n  outcomes: {outcomes}")
     assert "ok" in outcomes
     assert_consistent(direct, tally)

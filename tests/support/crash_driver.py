@@ -46,7 +46,8 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from pipeline.release.manifest import BlobSource, publish_release, utc_now  # noqa: E402
-from pipeline.release.pointers import move_pointer, rollback  # noqa: E402
+from pipeline.release.pointers import move_pointer  # noqa: E402
+from pipeline.release.policy import rollback  # noqa: E402
 from pipeline.release.store import open_store  # noqa: E402
 from pipeline.release.store.base import Store  # noqa: E402
 
@@ -121,7 +122,7 @@ def iterate(store: Store, workdir: Path, tag: str, big_bytes: int, roll_back: bo
                  run_id=f"crash-{tag}")
     say(f"promote {outcome.release_id}")
     if roll_back:
-        event = rollback(store, NAME, ENVIRONMENT, None, BY)
+        event = rollback(store, NAME, ENVIRONMENT, None, BY).event
         say(f"rollback {event['release_id']}")
 
 

@@ -70,6 +70,11 @@ BEHAVIOURS = {
     # Alternating 1.5 s phases: fast, then 30 ms per execution.
     "phases": ("        if int(time.monotonic() / 1.5) % 2:\n"
                "            time.sleep(0.03)"),
+    # The spec declares shape [4]; every answer has 3 values per item. The reference is the
+    # same model, so parity alone agrees with it: only the declared contract catches it.
+    "wrong_shape": "        scores = scores[..., :3]",
+    # NaN everywhere, on both sides: a match for parity, refused as non-finite.
+    "nan_output": "        scores = scores * float('nan')",
     "padded": "",
 }
 
@@ -170,9 +175,11 @@ class GateVerdict:
     why: str
 
 
-def gate_verdict(project: Path, args: list[str], gate: str, outcome: str = "failed",
-                 timeout: float = 240) -> GateVerdict:
-    """Run the CLI on a bad release and judge why it was (not) refused, from the record."""
+def gate_verdict(project: Path, args: list[str], gate: str,
+                 outcome: str | tuple[str, ...] = "failed", timeout: float = 240) -> GateVerdict:
+    """Run the CLI on a bad release and judge why it was (not) refused, from the record:
+    refused when `gate` has the `outcome` (or one of them)."""
+    outcomes = (outcome,) if isinstance(outcome, str) else outcome
     try:
         result = cli(args, project, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -189,7 +196,7 @@ def gate_verdict(project: Path, args: list[str], gate: str, outcome: str = "fail
            f"{stage_messages(record)}; {result.stderr.strip()[-300:]}")
     if result.returncode == 0:
         return GateVerdict("not_refused", why)
-    if result.returncode == 1 and any(gate_outcome(g) == outcome for g in found):
+    if result.returncode == 1 and any(gate_outcome(g) in outcomes for g in found):
         return GateVerdict("refused", why)
     return GateVerdict("wrong_reason", why)
 

@@ -9,27 +9,31 @@ TORCHSERVE_EXAMPLE = REPO / "examples" / "torchserve" / "serve.yaml"
 
 # A short capacity search: on a busy 2-core machine 2 s may confirm no rate, and these
 # tests are not about capacity (test_capacity.py is), so an unknown capacity is accepted.
+# Nor are they about latency (test_latency_verdicts.py is): 1 s windows, at least 2 and up
+# to 4 while a verdict is unclear; on a busy machine a few thousand correlated requests may
+# still leave one undecided, and an undecided gate whose measured value is within its
+# threshold is accepted.
 FAST_STAGES = """
 stages:
   readiness: {timeout: 90s}
   parity: {data: examples/mlp/samples.npz, atol: 1e-5, rtol: 1e-4}
   failure: {}
   latency: {concurrency: 4, warmup: 500ms, duration: LATENCY_DURATION,
-            stability: {windows: 2, max_windows: 2}}
+            stability: {windows: 2, max_windows: 4}, verdict: {accept_inconclusive: true}}
   saturation: {max_concurrency: 4, probe_duration: 500ms, capacity: {budget: 2s, step: 250ms,
                                                            accept_inconclusive: true},
                burst: {rate: 100/s, duration: 500ms, settle: 250ms}}
 """
 
-# The TorchServe example's measurement, short (for examples/torchserve/serve.yaml). The
-# capacity search as in FAST_STAGES: its default holds last 20 s or more, and these tests
-# are not about capacity.
+# The TorchServe example's measurement, short (for examples/torchserve/serve.yaml), judged
+# as FAST_STAGES is; its capacity search as short (the default holds last 20 s or more).
 TORCHSERVE_FAST_STAGES = """
 stages:
   readiness: {timeout: 180s}
   parity: {data: ../mlp/samples.npz}
   failure: {}
-  latency: {concurrency: 8, warmup: 1s, duration: 3s, stability: {windows: 2, max_windows: 2}}
+  latency: {concurrency: 8, warmup: 1s, duration: 4s, stability: {windows: 2, max_windows: 4},
+            verdict: {accept_inconclusive: true}}
   saturation: {max_concurrency: 4, probe_duration: 1s,
                capacity: {budget: 2s, step: 250ms, accept_inconclusive: true},
                burst: {rate: 100/s, duration: 500ms, settle: 250ms}}
@@ -55,15 +59,22 @@ def with_stages(spec: str, stages: str, publish: str | None = None) -> str:
     return head + "\n" + stages + "\npublish:\n" + (kept if publish is None else publish)
 
 
-def fast_spec(example: str, latency_duration: str = "2s", instances: int = 1) -> str:
+# An error rate of 0.1% passes its exact bound only after about 3,000 requests without an
+# error; the short runs above hold fewer on a busy machine, so their specs allow 1% (the
+# tests of the error-rate gate judge a model that fails far more often).
+SHORT_RUN_ERROR_RATE = ("  error_rate: 0.1%\n", "  error_rate: 1%\n")
+
+
+def fast_spec(example: str, latency_duration: str = "4s", instances: int = 1) -> str:
     head = example.replace("instances: 2", f"instances: {instances}")
+    head = head.replace(*SHORT_RUN_ERROR_RATE)
     return with_stages(head, FAST_STAGES.replace("LATENCY_DURATION", latency_duration))
 
 
 def torchserve_spec(stages: str, name: str | None = None, publish: str | None = None) -> str:
     """The TorchServe example (for examples/<folder>/serve.yaml) with these stages, and
     another model name and `publish:` body when given."""
-    example = TORCHSERVE_EXAMPLE.read_text()
+    example = TORCHSERVE_EXAMPLE.read_text().replace(*SHORT_RUN_ERROR_RATE)
     if name is not None:
         example = example.replace("name: fraud-mlp-torchserve", f"name: {name}")
     return with_stages(example, stages, publish)

@@ -368,23 +368,25 @@ def _request(base: str, delay_ms: int) -> HttpRequest:
 def test_a_step_ends_at_its_duration_plus_the_timeout(delayed: str) -> None:
     # Every answer takes 600 ms, the step 400 ms with a 100 ms timeout: at 500 ms all of
     # them are still in flight; they count as unanswered, censored at the timeout, and
-    # their connections stay open until their answers came (the linger, 2 s at most).
+    # their connections stay open until their answers came (the linger, 5 s at most).
     _Delayed.answered = 0
     started = time.perf_counter()
     outcome = asyncio.run(open_loop(_request(delayed, 600), [Phase("steady", 50.0, 0.4)], 0.1,
-                                    hard_end=HardEnd(0.5, 2.0)))
+                                    hard_end=HardEnd(0.5, 5.0)))
     elapsed = time.perf_counter() - started
     steady = outcome.phases["steady"]
     assert steady.errors == {"unanswered": 20} and steady.completed == 0
-    assert steady.percentile_ms(99) == pytest.approx(100.0, rel=0.01)
-    assert 0.05 < outcome.lingered_s < 2.0 and outcome.unsettled == 0
-    assert _Delayed.answered == 20 and elapsed < 0.5 + 2.0
-    # With a short linger the rest are given up: the step ends near its hard end plus the
-    # linger (0.7 s), far before the 4 s answers would have come.
+    # Censored at the timeout (100 ms), from the intended send: a late event loop adds its
+    # lag, never the 600 ms the answers took.
+    assert 99.0 <= steady.percentile_ms(99) < 300.0
+    # Bounds far from the 5 s linger cap, so that a slow machine cannot fail them.
+    assert 0.05 < outcome.lingered_s < 3.0 and outcome.unsettled == 0
+    assert _Delayed.answered == 20 and elapsed < 0.5 + 3.5
+    # With a short linger the rest are given up: the whole step is bounded anyway.
     started = time.perf_counter()
-    outcome = asyncio.run(open_loop(_request(delayed, 4000), [Phase("steady", 50.0, 0.4)],
+    outcome = asyncio.run(open_loop(_request(delayed, 8000), [Phase("steady", 50.0, 0.4)],
                                     0.1, hard_end=HardEnd(0.5, 0.2)))
-    assert time.perf_counter() - started < 2.5
+    assert time.perf_counter() - started < 0.5 + 0.2 + 4.0      # the answers take 8 s
     errors = outcome.phases["steady"].errors  # given up at the timeout plus the linger
     assert outcome.lingered_s <= 0.5 and sum(errors.values()) == 20
     assert set(errors) <= {"unanswered", "timeout"} and errors["unanswered"] > 0
@@ -396,15 +398,14 @@ def test_an_answer_after_the_timeout_is_a_timeout_on_a_kept_connection(delayed: 
                                     hard_end=HardEnd(1.0, 2.0)))
     steady = outcome.phases["steady"]
     assert steady.errors == {"timeout": 10} and _Delayed.answered == 10
-    # Censored at the timeout (a busy machine may fire it a little late).
-    assert 99.0 <= steady.percentile_ms(99) <= 150.0
+    assert 99.0 <= steady.percentile_ms(99) < 150.0     # the timeout, not the 150 ms answer
 
 
 def test_draining_waits_for_one_prompt_answer(delayed: str) -> None:
     drained = asyncio.run(until_prompt(_request(delayed, 0), 0.05, 1.0))
     assert drained.drained and drained.requests == 1
     stuck = asyncio.run(until_prompt(_request(delayed, 300), 0.05, 0.5))
-    assert not stuck.drained and 0.5 <= stuck.seconds < 0.9
+    assert not stuck.drained and 0.5 <= stuck.seconds < 1.5      # bounded near its 0.5 s limit
 
 
 def test_a_step_that_has_failed_stops_sending(delayed: str) -> None:

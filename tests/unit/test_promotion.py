@@ -5,22 +5,26 @@ from pathlib import Path
 import pytest
 
 from pipeline.digest import sha256_bytes
-from pipeline.errors import PolicyError, StoreError
+from pipeline.errors import PolicyError, StoreError, UsageError
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
 from pipeline.release.pointers import move_pointer, read_pointer
-from pipeline.release.promotion import approvals, approve, promote_existing
+from pipeline.release.policy import promote_existing
 from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
 from pipeline.spec.loading import load_spec
+from tests.support.policy import sign_approval, trust_rita
+from tests.support.recorded import recorded
 
 
 def publish(store: LocalStore, payload: bytes) -> str:
     source = BlobSource("model", None, payload, sha256_bytes(payload))
-    return publish_release(store, "fraud-mlp", [source], {"run_id": "r"}, utc_now()).release_id
+    return publish_release(store, "fraud-mlp", [source], {"run_id": "r", **recorded()},
+                           utc_now()).release_id
 
 
 @pytest.fixture
 def store(project: Path) -> LocalStore:
+    trust_rita(project)
     opened = open_store("file://.serve-pipeline/store", project)
     assert isinstance(opened, LocalStore)
     return opened
@@ -34,24 +38,23 @@ def test_production_takes_the_staging_release_only_with_an_approval(project: Pat
         promote_existing(store, production, "production", None, "ci")
     move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
 
-    with pytest.raises(PolicyError, match="needs an approval"):
+    with pytest.raises(PolicyError, match="needs a signed approval"):
         promote_existing(store, production, "production", None, "ci")
     pointer, _ = read_pointer(store, "fraud-mlp", "production")
     assert pointer.current is None and pointer.events == []
 
-    approve(store, "fraud-mlp", release, "production", "rita", "looks good")
-    event = promote_existing(store, production, "production", None, "ci")
+    sign_approval(store, project, release)
+    event = promote_existing(store, production, "production", None, "ci").event
     assert event["release_id"] == release and event["approved_by"] == ["rita"]
     assert read_pointer(store, "fraud-mlp", "production")[0].current == release
-    assert [a["by"] for a in approvals(store, "fraud-mlp", release, "production")] == ["rita"]
 
 
-def test_approved_by_records_and_promotes_in_one_step(project: Path, store: LocalStore) -> None:
+def test_approved_by_is_refused(project: Path, store: LocalStore) -> None:
     production = load_spec(project / "serve.yaml", "production")
     release = publish(store, b"model")
     move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
-    event = promote_existing(store, production, "production", None, "ci", approved_by="rita")
-    assert event["approved_by"] == ["rita"]
+    with pytest.raises(UsageError, match="a typed name is not an approval"):
+        promote_existing(store, production, "production", None, "ci", approved_by="rita")
 
 
 def test_a_release_that_never_passed_staging_is_refused(project: Path, store: LocalStore) -> None:
@@ -60,7 +63,7 @@ def test_a_release_that_never_passed_staging_is_refused(project: Path, store: Lo
     other = publish(store, b"model-2")
     move_pointer(store, "fraud-mlp", "staging", passed, "promote", "ci")
     with pytest.raises(PolicyError, match="has not passed staging"):
-        promote_existing(store, production, "production", other, "ci", approved_by="rita")
+        promote_existing(store, production, "production", other, "ci")
 
 
 def test_a_tampered_release_is_refused_before_the_pointer_moves(project: Path,
@@ -70,5 +73,5 @@ def test_a_tampered_release_is_refused_before_the_pointer_moves(project: Path,
     move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
     (store.root / "blobs" / "sha256" / sha256_bytes(b"model")).write_bytes(b"evil")
     with pytest.raises(StoreError, match="corrupt"):
-        promote_existing(store, production, "production", None, "ci", approved_by="rita")
+        promote_existing(store, production, "production", None, "ci")
     assert read_pointer(store, "fraud-mlp", "production")[0].current is None

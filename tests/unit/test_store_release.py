@@ -7,7 +7,8 @@ import pytest
 from pipeline.digest import deterministic_tar, sha256_bytes
 from pipeline.errors import StoreError, UsageError
 from pipeline.release.manifest import BlobSource, publish_release, read_manifest, utc_now
-from pipeline.release.pointers import move_pointer, read_pointer, rollback
+from pipeline.release.pointers import move_pointer, read_pointer
+from pipeline.release.policy import rollback
 from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
 

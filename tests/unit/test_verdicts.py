@@ -8,16 +8,19 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from http.server import BaseHTTPRequestHandler
 
 import pytest
 from hdrh.histogram import HdrHistogram
 
+from pipeline.gates.evidence import evidence_of
 from pipeline.gates.order_stats import quantile_interval_us, quantile_ranks, values_at_ranks
-from pipeline.gates.verdict import judge_percentile, per_look_confidence
+from pipeline.gates.sequential import WindowPlan, run_windows
+from pipeline.gates.verdict import PercentileVerdict, judge_percentile
 from pipeline.measure.loadgen import LoadResult, closed_loop, new_histogram
-from pipeline.measure.stability import measure_until_decided, merge
+from pipeline.measure.stability import merge
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import HttpRequest
 from tests.support.http_server import serving
@@ -82,54 +85,90 @@ def test_hdr_resolution_only_widens_the_interval() -> None:
     assert low_us <= values[lower - 1] and high_us >= values[upper - 1]
 
 
-def window_us(rng: random.Random, centre_us: float, count: int = 600) -> LoadResult:
+def window_us(rng: random.Random, centre_us: float, count: int = 600,
+              batch: int = 1) -> LoadResult:
+    """A window of Exp(centre) latencies in completion order; `batch` consecutive requests
+    share one latency (a dynamically formed batch)."""
     result = LoadResult(1.0)
-    result.completed = count
-    for _ in range(count):
-        result.histogram.record_value(int(rng.expovariate(1.0) * centre_us) + 1)
+    value = 1
+    for index in range(count):
+        if index % batch == 0:
+            value = int(rng.expovariate(1.0) * centre_us) + 1
+        result.record(value, index / count)
     return result
 
 
-def judge(windows: list[LoadResult], threshold_ms: float, c: float = 0.95) -> str:
-    merged = merge(windows)
-    return judge_percentile(merged.histogram, [w.histogram for w in windows], 99, threshold_ms,
-                            c).outcome
+def verdict_of(windows: list[LoadResult], threshold_ms: float,
+               alpha: float = 0.05) -> PercentileVerdict:
+    return judge_percentile(evidence_of(windows, merge(windows), 99), 99, threshold_ms, alpha)
+
+
+def judge(windows: list[LoadResult], threshold_ms: float, alpha: float = 0.05) -> str:
+    return verdict_of(windows, threshold_ms, alpha).outcome
 
 
 def test_clear_pass_clear_fail_and_straddle() -> None:
-    # Seed 5 draws one of the 5% of samples whose bound misses; 6 is a typical one.
     rng = random.Random(6)
     windows = [window_us(rng, 1000) for _ in range(3)]   # p99 of Exp: 4.6 ms
     assert judge(windows, 50) == "passed"
     assert judge(windows, 2) == "failed"
-    assert judge(windows, 4.6) == "inconclusive"
+    straddle = verdict_of(windows, 4.6)
+    assert straddle.outcome == "inconclusive" and "straddles" in straddle.reason
+    assert straddle.low_ms is not None and straddle.high_ms is not None
+    assert straddle.low_ms <= 4.6 <= straddle.high_ms
 
 
-def test_windows_that_disagree_cannot_pass_or_fail_on_the_pooled_bound() -> None:
+def test_requests_sharing_a_batch_count_as_fewer_samples() -> None:
+    rng = random.Random(4)
+    independent = verdict_of([window_us(rng, 1000, 4000) for _ in range(3)], 5.0)
+    batched = verdict_of([window_us(rng, 1000, 4000, batch=8) for _ in range(3)], 5.0)
+    assert independent.design_effect < 3 <= batched.design_effect
+    assert batched.effective_samples < independent.effective_samples / 2
+    assert independent.samples == batched.samples == 12000
+    # The wider bound of the batched stream: at least as wide as the independent one's.
+    assert batched.high_ms is not None and independent.high_ms is not None
+    assert batched.low_ms is not None and independent.low_ms is not None
+    assert batched.high_ms - batched.low_ms > independent.high_ms - independent.low_ms
+
+
+def test_a_window_far_from_the_others_is_named() -> None:
     rng = random.Random(6)
     steady = [window_us(rng, 1000, 3000) for _ in range(5)]
-    drifting = [*steady, window_us(rng, 3000, 600)]      # one window far slower
-    verdict = judge_percentile(merge(drifting).histogram, [w.histogram for w in drifting],
-                               99, 8.0, 0.95)
-    assert verdict.high_ms is not None and verdict.high_ms <= 8.0   # pooled alone: pass
-    assert verdict.outcome == "inconclusive" and "windows disagree" in verdict.reason
+    slow = window_us(rng, 3000, 3000)                    # one window far slower
+    verdict = verdict_of([*steady[:2], slow, *steady[2:]], 30.0)
+    assert verdict.outlier is not None and verdict.outlier.window == 2
+    assert abs(verdict.outlier.z) > verdict.outlier.critical
+    assert verdict_of(steady, 30.0).outlier is None
 
 
 def test_no_samples_fail_closed_and_thin_ones_are_inconclusive() -> None:
     assert judge([LoadResult(1.0)], 50) == "failed"
-    assert judge([window_us(random.Random(1), 1000, 150)], 50) == "inconclusive"
+    thin = verdict_of([window_us(random.Random(1), 1000, 150)], 50)
+    assert thin.outcome == "inconclusive" and "too few requests" in thin.reason
+
+
+@dataclass(frozen=True)
+class _Look:
+    verdict: PercentileVerdict
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict.outcome != "inconclusive"
+
+    @property
+    def outlier(self) -> int | None:
+        return None
 
 
 def test_sequential_decision_stops_early_when_clear_and_gives_up_at_the_cap() -> None:
-    c = per_look_confidence(0.95, looks=8)
     rng = random.Random(9)
 
     def run(centre_us: float, threshold_ms: float) -> tuple[int, str]:
-        measured = measure_until_decided(
-            lambda i: (window_us(rng, centre_us), None),
-            lambda ws: judge(ws, threshold_ms, c) != "inconclusive",
-            min_windows=3, max_windows=10)
-        return len(measured.windows), judge(measured.windows, threshold_ms, c)
+        measured = run_windows(lambda i: window_us(rng, centre_us, 2000),
+                               lambda ws, alpha: _Look(verdict_of(ws, threshold_ms, alpha)),
+                               lambda _: None, WindowPlan(3, 10, 0))
+        assert measured.last is not None
+        return len(measured.windows), measured.last.verdict.outcome
 
     assert run(1000, 50) == (3, "passed")
     assert run(1000, 1.5) == (3, "failed")
@@ -190,7 +229,7 @@ def test_failed_and_timed_out_requests_count_at_the_timeout(flaky_url: str) -> N
     result = asyncio.run(closed_loop(request, 2, 1.5, 0.2))
     recorded = result.histogram.get_total_count()
     assert result.errors["timeout"] > 0 and result.errors["http_500"] > 0
-    assert recorded >= result.completed + result.error_count - 2  # late answers included
+    assert recorded == result.requests    # one count: late answers in both
     censored = sum(item.count_added_in_this_iter_step
                    for item in result.histogram.get_recorded_iterator()
                    if item.value_iterated_to >= 199_000)

@@ -123,7 +123,11 @@ def test_production_promotes_the_same_release_after_approval() -> None:
     promotions = [(s, e) for s, e in scripts if re.search(r"\bpromote\s+production\b", s)]
     assert len(promotions) == 1, "production must run `promote production` exactly once"
     script, env = promotions[0]
-    assert "--approved-by" in script, "`promote production` must pass --approved-by"
+    assert "--approved-by" not in script, "a typed name is not an approval"
+    for name in ("staging", "production"):
+        permissions = job(load("deploy.yml"), name).get("permissions", {})
+        assert permissions.get("id-token") == "write", (
+            f"{name} needs id-token: write for a verified identity (the Actions OIDC token)")
     match = re.search(r"--release[ =](\S+)", script)
     assert match, "`promote production` must pass --release"
     value = match.group(1).strip("\"'")

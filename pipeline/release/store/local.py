@@ -73,9 +73,10 @@ class LocalStore:
         return self._path(blob_key(digest)).is_file()
 
     def put_blob(self, path: Path, digest: str) -> bool:
-        """Copy `path` in under its digest unless present; True when bytes were written."""
+        """Copy `path` in under its digest unless present and intact (re-hashed: a corrupt
+        copy is replaced now, not found at promotion); True when bytes were written."""
         final = self._path(blob_key(digest))
-        if final.is_file():
+        if final.is_file() and self.verify_blob(digest) is None:
             return False
         with self._errors(f"write blob {digest[:12]}"):
             temp = self._temp(final)
@@ -93,7 +94,7 @@ class LocalStore:
     def put_blob_bytes(self, data: bytes) -> tuple[str, bool]:
         digest = hashlib.sha256(data).hexdigest()
         final = self._path(blob_key(digest))
-        if final.is_file():
+        if final.is_file() and self.verify_blob(digest) is None:
             return digest, False
         with self._errors(f"write blob {digest[:12]}"):
             self._write_replacing(final, data)

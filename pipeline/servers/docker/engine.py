@@ -112,6 +112,8 @@ class DockerEngine:
             "ports": {f"{inside}/tcp": ("127.0.0.1", outside)
                       for inside, outside in ports.items()},
             "labels": {"io.serve-pipeline.run": name},
+            # Only the image's own environment: nothing of ours (store credentials) inside.
+            "environment": {},
         }
         if memory_limit:
             options["mem_limit"] = memory_limit

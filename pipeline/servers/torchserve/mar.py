@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.errors import PipelineError
+from pipeline.servers.environment import server_environment
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 MANIFEST = "MAR-INF/MANIFEST.json"
@@ -42,7 +43,7 @@ def build_mar(name: str, version: str, serialized: Path, handler: Path, extra_fi
         argv += ["--extra-files", ",".join(str(p) for p in extra_files)]
     # It stages files in $TMPDIR/<name>: a private TMPDIR keeps concurrent builds apart.
     completed = subprocess.run(argv, capture_output=True, text=True, timeout=300,
-                               env={**env, "TMPDIR": str(scratch)})
+                               env=server_environment(env, TMPDIR=str(scratch)))
     produced = export_dir / f"{name}.mar"
     if completed.returncode != 0 or not produced.is_file():
         detail = (completed.stderr or completed.stdout).strip().splitlines()

@@ -38,6 +38,7 @@ from pipeline.servers.base import (
     ReadinessWords,
     RemoteLiveness,
 )
+from pipeline.servers.environment import server_environment
 from pipeline.servers.model_processes import ModelProcesses
 from pipeline.servers.process import ManagedProcess
 from pipeline.servers.torchserve.mar import build_mar, read_member
@@ -239,9 +240,10 @@ class TorchServeServer(TorchServeEndpoint):
         launcher = Path(sys.executable).parent / "torchserve"
         argv = [str(launcher), "--start", "--foreground", "--ncs", "--ts-config", str(config),
                 "--model-store", str(self.home / "store")]
-        child_env = {k: v for k, v in env.items() if k != "TS_CONFIG_FILE"}
-        child_env.update(
-            PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+        # The allowlist of `env` (pipeline.servers.environment): the JVM and its Python
+        # workers inherit it.
+        child_env = server_environment(
+            env, PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
             TMPDIR=str(self.scratch), TEMP=str(self.scratch),
             LOG_LOCATION=str(self.home / "logs"), METRICS_LOCATION=str(self.home / "logs"))
         self.local = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home)

@@ -30,6 +30,7 @@ from pipeline.servers.base import (
     ReadinessWords,
     RemoteLiveness,
 )
+from pipeline.servers.environment import server_environment
 from pipeline.servers.model_processes import ModelProcesses
 from pipeline.servers.process import ManagedProcess
 from pipeline.servers.triton import kserve
@@ -79,14 +80,15 @@ class TritonInstallation:
         return destination
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
-        env = dict(base)
-        # The stub finds its interpreter (and numpy, torch) through python3 on PATH.
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), base.get("PATH", "")])
+        """The server's environment: the allowlist of `base` (pipeline.servers.environment;
+        the stubs that run the model inherit it), and where the stub finds its parts."""
         libs = [str(p) for p in self.lib_dirs if str(p)]
         if base.get("LD_LIBRARY_PATH"):
             libs.append(base["LD_LIBRARY_PATH"])
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
-        return env
+        # The stub finds its interpreter (and numpy, torch) through python3 on PATH.
+        return server_environment(
+            base, PATH=os.pathsep.join([str(Path(sys.executable).parent), base.get("PATH", "")]),
+            LD_LIBRARY_PATH=os.pathsep.join(libs))
 
 
 # ---------------------------------------------------------------- the process

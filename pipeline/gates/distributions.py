@@ -1,0 +1,100 @@
+"""The few distributions the verdicts need: normal, Student t, and exact binomial bounds.
+
+Computed here rather than taken from scipy (not a dependency): the t quantile by bisection
+on a numerically integrated density, the binomial by summing its terms in log space.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from statistics import NormalDist
+
+_NORMAL = NormalDist()
+
+
+def normal_quantile(p: float) -> float:
+    return _NORMAL.inv_cdf(p)
+
+
+def normal_survival(x: float) -> float:
+    """P(Z > x) for a standard normal Z."""
+    return 0.5 * math.erfc(x / math.sqrt(2))
+
+
+def _t_density(x: float, df: int) -> float:
+    log_norm = (math.lgamma((df + 1) / 2) - math.lgamma(df / 2)
+                - 0.5 * math.log(df * math.pi))
+    return math.exp(log_norm - (df + 1) / 2 * math.log1p(x * x / df))
+
+
+def _t_cdf_above_zero(x: float, df: int, steps: int = 400) -> float:
+    """P(0 <= T <= x) by Simpson's rule (the density is smooth; 400 steps are plenty)."""
+    h = x / steps
+    total = _t_density(0.0, df) + _t_density(x, df)
+    for i in range(1, steps):
+        total += (4 if i % 2 else 2) * _t_density(i * h, df)
+    return total * h / 3
+
+
+@lru_cache(maxsize=512)
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile (p > 0.5) of Student's t with `df` degrees of freedom."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom {df} must be positive")
+    if not 0.5 < p < 1:
+        raise ValueError(f"t quantile {p} must be in (0.5, 1)")
+    target = p - 0.5
+    low, high = 0.0, max(2 * normal_quantile(p), 1.0)
+    while _t_cdf_above_zero(high, df) < target:
+        high *= 2
+    for _ in range(60):
+        mid = (low + high) / 2
+        if _t_cdf_above_zero(mid, df) < target:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(Bin(n, p) <= k)."""
+    if k < 0:
+        return 0.0
+    if k >= n or p <= 0:
+        return 1.0
+    if p >= 1:
+        return 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    terms = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+             + i * log_p + (n - i) * log_q for i in range(k + 1)]
+    top = max(terms)
+    return min(1.0, math.exp(top) * math.fsum(math.exp(t - top) for t in terms))
+
+
+def _solve(falling: bool, k: int, n: int, level: float) -> float:
+    """The p where P(Bin(n, p) <= k) (falling in p) crosses `level`, by bisection."""
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        value = binomial_cdf(k, n, mid) if falling else 1 - binomial_cdf(k - 1, n, mid)
+        if (value > level) == falling:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, float]:
+    """Exact one-sided bounds (lower, upper) of a binomial proportion, each at level alpha:
+    P(p < lower) <= alpha and P(p > upper) <= alpha."""
+    if trials <= 0:
+        return 0.0, 1.0
+    lower = 0.0 if successes == 0 else _solve(False, successes, trials, alpha)
+    upper = 1.0 if successes >= trials else _solve(True, successes, trials, alpha)
+    return lower, upper
+
+
+def trials_to_bound_zero(limit: float, alpha: float) -> int:
+    """The fewest trials whose exact upper bound with no success is <= `limit`."""
+    return math.ceil(math.log(alpha) / math.log1p(-limit))

@@ -1,0 +1,145 @@
+"""The release attestation: an in-toto Statement v1 in a DSSE envelope.
+
+Subjects are what a release consists of, each by its sha256: every blob of the manifest
+(model, model repository or .mar, rendered config, spec, verification record), the serving
+image by its registry digest when one was pushed, and the merged spec's digest. The
+predicate is the evidence: the gate results and the facts of the run that produced them.
+The envelope is stored as a blob (role `attestation`) before the manifest, which names it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipeline.digest import canonical_json, sha256_bytes
+from pipeline.release.manifest import BlobSource
+from pipeline.release.signing.dsse import IN_TOTO_PAYLOAD_TYPE, Envelope, Signer, sign_envelope
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+RELEASE_PREDICATE = "https://serve-pipeline.dev/attestation/release/v1"
+ATTESTATION_ROLE = "attestation"
+
+
+def release_subjects(name: str, blobs: Sequence[tuple[str, str]], spec_digest: str | None,
+                     image_digest: str | None) -> list[dict[str, Any]]:
+    """(role, hex digest) of each blob, then the spec digest and the image digest."""
+    subjects = [{"name": f"{name}/{role}", "digest": {"sha256": digest}}
+                for role, digest in blobs]
+    if spec_digest:
+        subjects.append({"name": f"{name}/spec-digest",
+                         "digest": {"sha256": spec_digest.removeprefix("sha256:")}})
+    if image_digest:
+        subjects.append({"name": f"{name}/image",
+                         "digest": {"sha256": image_digest.removeprefix("sha256:")}})
+    return subjects
+
+
+def release_predicate(manifest_body: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """Gate results and run facts, from the manifest body publish is about to write."""
+    return {"name": name, "run_id": manifest_body.get("run_id"),
+            "verified_in": manifest_body.get("verified_in"),
+            "spec_digest": manifest_body.get("spec_digest"),
+            "created_by": manifest_body.get("created_by"),
+            "creator": manifest_body.get("created_by_actor"),
+            "server": manifest_body.get("server"),
+            "gates": manifest_body.get("gates", []),
+            "stages": {stage: facts.get("status") for stage, facts
+                       in (manifest_body.get("stages") or {}).items()
+                       if isinstance(facts, Mapping)}}
+
+
+def statement(subjects: list[dict[str, Any]], predicate: dict[str, Any],
+              predicate_type: str = RELEASE_PREDICATE) -> bytes:
+    return canonical_json({"_type": STATEMENT_TYPE, "subject": subjects,
+                           "predicateType": predicate_type, "predicate": predicate})
+
+
+def attest(subjects: list[dict[str, Any]], predicate: dict[str, Any],
+           signer: Signer | None) -> tuple[bytes, dict[str, Any]]:
+    """The envelope's bytes and what the manifest says about it (`attestation`)."""
+    envelope = sign_envelope(IN_TOTO_PAYLOAD_TYPE, statement(subjects, predicate),
+                             [signer] if signer is not None else [])
+    data = envelope.to_bytes()
+    summary: dict[str, Any] = {"digest": sha256_bytes(data), "format": "dsse+in-toto",
+                               "predicate_type": RELEASE_PREDICATE,
+                               "signed": signer is not None}
+    if signer is not None:
+        summary["keyid"] = signer.keyid
+    else:
+        summary["unsigned_reason"] = ("no signing key configured (SERVE_PIPELINE_SIGNING_KEY, "
+                                      "SERVE_PIPELINE_SIGNING_KEY_PEM or SERVE_PIPELINE_SIGNER)")
+    return data, summary
+
+
+def parse_statement(envelope: Envelope, predicate_type: str) -> dict[str, Any]:
+    """The statement inside `envelope`; ValueError naming what is wrong."""
+    if envelope.payload_type != IN_TOTO_PAYLOAD_TYPE:
+        raise ValueError(f"payloadType is {envelope.payload_type!r}, not "
+                         f"{IN_TOTO_PAYLOAD_TYPE}")
+    try:
+        body = json.loads(envelope.payload)
+    except ValueError:
+        raise ValueError("its payload is not JSON") from None
+    if not isinstance(body, dict) or body.get("_type") != STATEMENT_TYPE:
+        raise ValueError(f"its payload is not an in-toto Statement ({STATEMENT_TYPE})")
+    if body.get("predicateType") != predicate_type:
+        raise ValueError(f"predicateType is {body.get('predicateType')!r}, not "
+                         f"{predicate_type}")
+    if not isinstance(body.get("subject"), list) or not isinstance(body.get("predicate"),
+                                                                    dict):
+        raise ValueError("its statement has no subject list or predicate")
+    return body
+
+
+def subject_digests(body: Mapping[str, Any]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for subject in body.get("subject", []):
+        digest = subject.get("digest") if isinstance(subject, Mapping) else None
+        if isinstance(digest, Mapping) and isinstance(digest.get("sha256"), str):
+            found[str(subject.get("name"))] = str(digest["sha256"])
+    return found
+
+
+def mismatches(manifest: Mapping[str, Any], body: Mapping[str, Any]) -> list[str]:
+    """Where the manifest and its attestation disagree (a manifest rewritten after it was
+    attested): subjects, the digests the manifest names, and the recorded gates."""
+    name = str(manifest.get("name"))
+    blobs = [(str(b.get("role")), str(b.get("digest"))) for b in manifest.get("blobs", [])
+             if isinstance(b, Mapping) and b.get("role") != ATTESTATION_ROLE]
+    image = manifest.get("image")
+    image_digest = image.get("digest") if isinstance(image, Mapping) else None
+    expected = {s["name"]: s["digest"]["sha256"] for s in release_subjects(
+        name, blobs, manifest.get("spec_digest"), image_digest if isinstance(
+            image_digest, str) else None)}
+    attested = subject_digests(body)
+    problems = [f"{subject}: manifest says {digest[:12]}, attestation "
+                f"{attested[subject][:12] if subject in attested else 'has no such subject'}"
+                for subject, digest in expected.items() if attested.get(subject) != digest]
+    problems += [f"{subject}: attested but not in the manifest" for subject in attested
+                 if subject not in expected]
+    named = {"model": (manifest.get("model") or {}).get("sha256"),
+             "artifact": (manifest.get("artifact") or {}).get("sha256"),
+             "config": (manifest.get("config") or {}).get("sha256")}
+    digests = set(attested.values())
+    problems += [f"manifest {field}.sha256 {str(digest)[:12]} is not an attested subject"
+                 for field, digest in named.items() if digest and digest not in digests]
+    if canonical_json(manifest.get("gates", [])) != canonical_json(
+            body["predicate"].get("gates", [])):
+        problems.append("the manifest's gates differ from the attested gate results")
+    return problems
+
+
+def attestation_blob(name: str, files: Sequence[BlobSource], body: dict[str, Any],
+                     signer: Signer | None) -> BlobSource:
+    """The attestation over `files` and `body` (the manifest to be), as one more blob to
+    publish; records its summary in `body["attestation"]`."""
+    image = body.get("image")
+    image_digest = image.get("digest") if isinstance(image, Mapping) else None
+    subjects = release_subjects(name, [(f.role, f.digest) for f in files],
+                                body.get("spec_digest"),
+                                image_digest if isinstance(image_digest, str) else None)
+    data, summary = attest(subjects, release_predicate(body, name), signer)
+    body["attestation"] = summary
+    return BlobSource(ATTESTATION_ROLE, None, data, summary["digest"])

@@ -1,0 +1,52 @@
+"""What an environment's pointer history says about one release there: live, withdrawn.
+
+A release was *live* in an environment when some event (promote or rollback) pointed
+the environment at it. It is *withdrawn* there when a rollback moved the pointer away
+from it and no promotion brought it back since: a rollback says the release had a
+problem there. A withdrawn release no longer counts as having passed that environment,
+and rollback does not return to it; only a promotion, with every check, does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.release.pointers import Pointer
+
+
+@dataclass(frozen=True)
+class Standing:
+    release_id: str
+    environment: str
+    promoted_at: str | None        # the last promotion into the environment
+    live_at: str | None            # the last move (promote or rollback) onto it
+    withdrawn: dict[str, Any] | None   # the rollback away from it, when not undone since
+
+    @property
+    def was_live(self) -> bool:
+        return self.live_at is not None
+
+    @property
+    def passed(self) -> bool:
+        """Promoted into the environment and not withdrawn from it since."""
+        return self.promoted_at is not None and self.withdrawn is None
+
+    def withdrawn_text(self) -> str:
+        event = self.withdrawn or {}
+        return (f"{self.release_id} was withdrawn from {self.environment} by the rollback at "
+                f"{event.get('at')} (by {event.get('by')})")
+
+
+def standing(pointer: Pointer, release_id: str) -> Standing:
+    promoted_at = live_at = None
+    withdrawn: dict[str, Any] | None = None
+    for event in pointer.events:
+        if event.get("release_id") == release_id:
+            live_at = str(event.get("at"))
+            if event.get("action") == "promote":
+                promoted_at, withdrawn = live_at, None
+        elif event.get("action") == "rollback" and \
+                event.get("previous_release_id") == release_id:
+            withdrawn = event
+    return Standing(release_id, pointer.environment, promoted_at, live_at, withdrawn)

@@ -1,0 +1,189 @@
+"""The attacks on signed evidence: forged, copied, replayed, untrusted or hand-written
+signatures, a manifest edited after staging, and identities that are only claimed
+(tests/reliability/test_custody.py runs them in one world per store, in order).
+"""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.release.manifest import manifest_key
+from pipeline.release.signing.dsse import Envelope, Signature, pae
+from pipeline.release.signing.keys import FileSigner
+from tests.support.custody import (
+    NAME,
+    Attack,
+    CliResult,
+    CustodyWorld,
+    contains,
+    verified_creator,
+)
+
+
+def _json(world: CustodyWorld, key: str) -> dict[str, object]:
+    body: dict[str, object] = json.loads(world.store.read(key) or b"{}")
+    return body
+
+
+def forged_attestation(world: CustodyWorld) -> CliResult:
+    """The attestation re-signed by mallory under ci's key id, stored as a new blob the
+    manifest is rewritten to name."""
+    release = world.staged(b"model-forged")
+    assert world.approve(release).returncode == 0
+    manifest = _json(world, manifest_key(NAME, release))
+    summary = manifest["attestation"]
+    assert isinstance(summary, dict)
+    envelope = Envelope.from_bytes(world.store.read_blob(summary["digest"]))
+    mallory = FileSigner.from_file(world.keys["mallory"])
+    forged = Envelope(envelope.payload_type, envelope.payload, (Signature(
+        FileSigner.from_file(world.keys["ci"]).keyid,
+        mallory.sign(pae(envelope.payload_type, envelope.payload))),))
+    digest, _ = world.store.put_blob_bytes(forged.to_bytes())
+    summary["digest"] = digest
+    for blob in manifest["blobs"]:  # type: ignore[attr-defined]
+        if blob["role"] == "attestation":
+            blob["digest"], blob["size"] = digest, len(forged.to_bytes())
+            blob.pop("stored", None)
+    world.overwrite(manifest_key(NAME, release), json.dumps(manifest).encode())
+    return world.promote("production", release)
+
+
+def copied_approval(world: CustodyWorld, to_release: bool) -> CliResult:
+    """rita's approval of one release (or for another environment) copied under the name
+    of the release / environment under attack, its outer fields edited to match."""
+    approved = world.staged(b"model-approved-" + str(to_release).encode())
+    target = world.staged(b"model-target-" + str(to_release).encode()) if to_release \
+        else approved
+    source_env = "production" if to_release else "audited"
+    verified = world.issuer.env(world.issuer.mint(actor="rita"))
+    assert world.approve(approved, environment=source_env, env=verified).returncode == 0
+    key = world.approvals_of(approved, source_env)[0]
+    entry = _json(world, key)
+    entry.update(release_id=target, environment="production")
+    stolen = key.replace(f"-approve-{source_env}-", "-approve-production-").replace(
+        ".json", "0.json")
+    world.overwrite(stolen, json.dumps(entry).encode())
+    return world.promote("production", target)
+
+
+def replayed_approval(world: CustodyWorld) -> CliResult:
+    """A spent approval: `first` went to production with it, was rolled back; the same
+    approval (also copied to a new name) is offered again."""
+    earlier = world.staged(b"model-earlier")
+    assert world.approve(earlier).returncode == 0
+    assert world.promote("production", earlier).returncode == 0
+    first = world.staged(b"model-replayed")
+    assert world.approve(first).returncode == 0
+    assert world.promote("production", first).returncode == 0
+    assert world.cli("rollback", "production").returncode == 0
+    key = world.approvals_of(first)[0]
+    world.overwrite(key.replace(".json", "1.json"), world.store.read(key) or b"")
+    return world.promote("production", first)
+
+
+def untrusted_key(world: CustodyWorld) -> CliResult:
+    release = world.staged(b"model-untrusted")
+    world.sign_directly(release, "mallory", by="rita")
+    return world.promote("production", release)
+
+
+def hand_written(world: CustodyWorld) -> CliResult:
+    release = world.staged(b"model-hand-written")
+    entry = {"action": "approve", "release_id": release, "environment": "production",
+             "name": NAME, "by": "rita", "at": "2026-01-01T00:00:00.000000Z", "note": ""}
+    world.overwrite(f"audit/{NAME}/20260101T000000000000Z-approve-production-abcdef.json",
+                    json.dumps(entry).encode())
+    return world.promote("production", release)
+
+
+def store_verify_reports(world: CustodyWorld) -> CliResult:
+    hand_written(world)
+    return world.cli("store", "verify")
+
+
+def model_swapped(world: CustodyWorld) -> CliResult:
+    """After staging and approval, the manifest's model digest is swapped for another
+    release's model blob (present in the store, intact)."""
+    other = world.publish(b"model-unmeasured")
+    release = world.staged(b"model-measured")
+    assert world.approve(release).returncode == 0
+    manifest = _json(world, manifest_key(NAME, release))
+    donor = next(b for b in _json(world, manifest_key(NAME, other))["blobs"]  # type: ignore
+                 if b["role"] == "model")
+    for blob in manifest["blobs"]:  # type: ignore[attr-defined]
+        if blob["role"] == "model":
+            blob.update(donor)
+    manifest["model"] = {"sha256": donor["digest"]}
+    world.overwrite(manifest_key(NAME, release), json.dumps(manifest, indent=2).encode())
+    return world.promote("production", release)
+
+
+def unsigned_release(world: CustodyWorld) -> CliResult:
+    release = world.staged(b"model-unsigned", signer=None)
+    world.sign_directly(release, "rita", by="rita")
+    return world.promote("production", release)
+
+
+def oidc_token(world: CustodyWorld, **mint: object) -> CliResult:
+    release = world.staged(b"model-oidc-" + json.dumps(mint).encode())
+    token = world.issuer.mint(**mint)  # type: ignore[arg-type]
+    return world.approve(release, env=world.issuer.env(token))
+
+
+def spoofed_github(world: CustodyWorld) -> CliResult:
+    release = world.staged(b"model-spoofed")
+    spoof = {"GITHUB_ACTIONS": "true", "GITHUB_ACTOR": "rita-release-manager",
+             "GITHUB_RUN_ID": "999999", "GITHUB_REPOSITORY": "acme/fraud"}
+    approved = world.approve(release, environment="audited", env=spoof)
+    assert approved.returncode == 0, approved.stderr
+    entry = _json(world, world.approvals_of(release, "audited")[0])
+    assert entry["actor"] == {**entry["actor"], "verified": False,  # type: ignore[dict-item]
+                              "claimed": {"actor": "rita-release-manager",
+                                          "repository": "acme/fraud", "run_id": "999999"}}
+    return world.promote("audited", release)
+
+
+def creator_own_key(world: CustodyWorld) -> CliResult:
+    """alice signs her release and approves it with the same key, as "bob"."""
+    release = world.staged(b"model-alice", signer="alice")
+    world.sign_directly(release, "alice", by="bob")
+    return world.promote("production", release)
+
+
+def creator_verified_identity(world: CustodyWorld) -> CliResult:
+    """CI built the release for the verified github:alice; alice approves with her key,
+    whose owner is github:alice, typing another name."""
+    release = world.staged(b"model-by-alice-ci", creator=verified_creator("alice"))
+    return world.approve(release, key="alice", by="release-manager")
+
+
+SIGNED_ATTACKS = [
+    Attack("forged attestation signature", forged_attestation,
+           contains("attestation signature does not verify (forged or altered)")),
+    Attack("approval for another release", lambda w: copied_approval(w, True),
+           contains("is for release")),
+    Attack("approval for another environment", lambda w: copied_approval(w, False),
+           contains("is for environment audited")),
+    Attack("replayed approval", replayed_approval, contains("replayed or spent")),
+    Attack("untrusted key", untrusted_key,
+           contains("signed by a key not trusted in environments/production.yaml "
+                    "approval.keys")),
+    Attack("hand-written approval", hand_written, contains("not signed (a hand-written")),
+    Attack("store verify reports a hand-written approval", store_verify_reports,
+           contains("approval does not count: not signed")),
+    Attack("manifest model digest swapped after staging", model_swapped,
+           contains("manifest does not match its attestation: fraud-mlp/model")),
+    Attack("unsigned release into a signed-only environment", unsigned_release,
+           contains("is unsigned; environments/production.yaml attestation.required")),
+    Attack("expired OIDC token", lambda w: oidc_token(w, expires_in=-3600),
+           contains("OIDC token from SERVE_PIPELINE_OIDC_TOKEN: expired")),
+    Attack("OIDC token for another audience", lambda w: oidc_token(w, audience="sts.aws"),
+           contains("its audience is not 'serve-pipeline'")),
+    Attack("GITHUB_* variables spoofed", spoofed_github,
+           contains("its approver's identity was not verified (claimed: "
+                    "actor=rita-release-manager")),
+    Attack("creator approves with her own key as someone else", creator_own_key,
+           contains("is by the release's creator (same verified identity: ")),
+    Attack("creator approves with a key she owns", creator_verified_identity,
+           contains("was created by the same verified identity (github:alice")),
+]

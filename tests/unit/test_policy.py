@@ -1,0 +1,169 @@
+"""The promotion policy on a local store: history standing, the target's gates, rollback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.digest import sha256_bytes
+from pipeline.errors import PolicyError, UsageError
+from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.pointers import Pointer, move_pointer, read_pointer
+from pipeline.release.policy import decide_promotion, decide_rollback, promote_existing, rollback
+from pipeline.release.standing import standing
+from pipeline.release.store import open_store
+from pipeline.release.store.local import LocalStore
+from pipeline.release.target_gates import review_gates
+from pipeline.spec.loading import load_spec
+from tests.support.policy import sign_approval, trust_rita
+from tests.support.recorded import recorded
+
+NAME = "fraud-mlp"
+
+
+@pytest.fixture
+def store(project: Path) -> LocalStore:
+    trust_rita(project)
+    opened = open_store("file://.serve-pipeline/store", project)
+    assert isinstance(opened, LocalStore)
+    return opened
+
+
+def publish(store: LocalStore, payload: bytes, **gates: Any) -> str:
+    source = BlobSource("model", None, payload, sha256_bytes(payload))
+    body = {"run_id": "r", "created_by": "alice", **recorded(**gates)}
+    return publish_release(store, NAME, [source], body, utc_now()).release_id
+
+
+def events(*moves: tuple[str, str, str | None]) -> Pointer:
+    return Pointer(NAME, "staging", moves[-1][1] if moves else None,
+                   [{"action": a, "release_id": r, "previous_release_id": p, "at": str(i),
+                     "by": "x"} for i, (a, r, p) in enumerate(moves)])
+
+
+def test_a_rollback_away_from_a_release_withdraws_it_until_it_is_promoted_again() -> None:
+    history = events(("promote", "A", None), ("promote", "B", "A"), ("rollback", "A", "B"))
+    assert standing(history, "A").passed and standing(history, "A").was_live
+    b = standing(history, "B")
+    assert b.was_live and not b.passed and b.withdrawn is not None
+    assert "withdrawn from staging by the rollback at 2" in b.withdrawn_text()
+    again = events(*[(e["action"], e["release_id"], e["previous_release_id"])
+                     for e in history.events], ("promote", "B", "A"))
+    assert standing(again, "B").passed
+    assert not standing(history, "C").was_live
+
+
+def production_review(project: Path, **gates: Any) -> list[str]:
+    production = load_spec(project / "serve.yaml", "production")
+    return review_gates(recorded(**gates), production, "production").refusals
+
+
+def test_production_refuses_a_p99_over_its_stricter_threshold(project: Path) -> None:
+    assert production_review(project) == []
+    refusal, *saturation = production_review(project, p99_ms=45.0, p99_high_ms=47.0)
+    assert len(saturation) == 3
+    assert refusal.startswith("latency.p99 was measured at bound 47ms (against 50.0ms); "
+                              "production requires <= 40ms (environments/production.yaml: "
+                              "slo.p99)")
+    # The observed value meets it; the upper bound does not: refused on the bound.
+    refusal, *_ = production_review(project, p99_ms=38.0, p99_high_ms=41.0)
+    assert "bound 41ms" in refusal
+    # Saturation's knee was found under p99 50 ms; its p99 there (1.5 x 28 ms) is over 40,
+    # the capacity's (1.4 x 28 ms) is not.
+    refusals = production_review(project, p99_ms=28.0, p99_high_ms=30.0)
+    assert len(refusals) == 2 and all("searched under a looser p99" in r for r in refusals)
+
+
+def test_an_unmeasured_or_inconclusive_gate_is_refused(project: Path) -> None:
+    [refusal] = production_review(project, with_p95=False)
+    assert refusal == ("latency.p95 was never measured; production sets it (serve.yaml: "
+                       "slo.p95)")
+    [refusal] = production_review(project, p99_ms=30.0, p99_high_ms=52.0, p99_threshold=40.0,
+                                  p99_outcome="inconclusive")
+    assert refusal.startswith("latency.p99 was measured inconclusive; production does not "
+                              "accept inconclusive results (environments/production.yaml: "
+                              "stages.latency.verdict.accept_inconclusive is false)")
+
+
+def test_an_inconclusive_result_is_named_where_the_target_accepts_it(project: Path) -> None:
+    (project / "environments" / "staging.yaml").write_text(
+        "stages: {latency: {verdict: {accept_inconclusive: true}}}\n")
+    staging = load_spec(project / "serve.yaml", "staging")
+    review = review_gates(recorded(p99_ms=30.0, p99_high_ms=52.0, p99_outcome="inconclusive"),
+                          staging, "staging")
+    assert review.refusals == []
+    assert review.notes == ["latency.p99 was measured inconclusive and is accepted "
+                            "(environments/staging.yaml: stages.latency.verdict."
+                            "accept_inconclusive)"]
+    # Accepted, but its observed value misses the threshold: it leans towards a miss.
+    leaning = review_gates(recorded(p99_ms=51.0, p99_high_ms=56.0, p99_outcome="inconclusive"),
+                           staging, "staging")
+    assert leaning.refusals == ["latency.p99 was measured inconclusive and its observed value "
+                                "misses <= 50ms: an accepted inconclusive result that leans "
+                                "towards a miss still fails"]
+
+
+def test_requires_staging_means_passed_and_not_withdrawn(project: Path,
+                                                         store: LocalStore) -> None:
+    production = load_spec(project / "serve.yaml", "production")
+    first, second = publish(store, b"one"), publish(store, b"two")
+    move_pointer(store, NAME, "staging", first, "promote", "ci")
+    move_pointer(store, NAME, "staging", second, "promote", "ci")
+    rollback(store, NAME, "staging", None, "ci")
+    for release in (first, second):
+        sign_approval(store, project, release)
+    with pytest.raises(PolicyError, match=f"{second} does not count as passed staging: "
+                                          f"{second} was withdrawn from staging"):
+        decide_promotion(store, production, "production", second)
+    decision = decide_promotion(store, production, "production", first)
+    assert decision.checks[2] == "passed staging" and decision.approvers == ["rita"]
+
+
+def test_rollback_goes_only_to_a_release_live_there_and_not_withdrawn(
+        project: Path, store: LocalStore) -> None:
+    first, second, never = (publish(store, p) for p in (b"one", b"two", b"three"))
+    move_pointer(store, NAME, "production", first, "promote", "ci")
+    move_pointer(store, NAME, "production", second, "promote", "ci")
+    with pytest.raises(PolicyError) as refused:
+        decide_rollback(store, NAME, "production", never, "passed staging, an approval")
+    assert str(refused.value) == (f"rollback production --to {never}: {never} was never live "
+                                  "in production; promote it instead (requires: passed "
+                                  "staging, an approval)")
+    rollback(store, NAME, "production", None, "ci")
+    assert read_pointer(store, NAME, "production")[0].current == first
+    with pytest.raises(PolicyError, match=f"{second} was withdrawn from production"):
+        decide_rollback(store, NAME, "production", None)
+    with pytest.raises(UsageError, match="already points at"):
+        decide_rollback(store, NAME, "production", first)
+
+
+def test_a_release_of_another_spec_is_refused(project: Path, store: LocalStore) -> None:
+    source = BlobSource("model", None, b"x", sha256_bytes(b"x"))
+    other = publish_release(store, "other-model", [source], {"run_id": "r", **recorded()},
+                            utc_now()).release_id
+    manifest = store.root / "releases" / "other-model" / f"{other}.json"
+    copied = store.root / "releases" / NAME / f"{other}.json"
+    copied.parent.mkdir(parents=True, exist_ok=True)
+    copied.write_bytes(manifest.read_bytes())
+    staging = load_spec(project / "serve.yaml", "staging")
+    with pytest.raises(PolicyError, match=f"{other} was published from the spec "
+                                          "'other-model', not 'fraud-mlp'"):
+        promote_existing(store, staging, "staging", other, "ci")
+
+
+def test_publish_replaces_a_corrupt_blob_already_there(store: LocalStore,
+                                                       tmp_path: Path) -> None:
+    payload = b"model bytes" * 1000
+    digest = sha256_bytes(payload)
+    assert store.put_blob_bytes(payload) == (digest, True)
+    assert store.put_blob_bytes(payload) == (digest, False)
+    stored = store.root / "blobs" / "sha256" / digest
+    stored.write_bytes(b"corrupt")
+    assert store.put_blob_bytes(payload) == (digest, True)
+    assert store.verify_blob(digest) is None
+    stored.write_bytes(b"corrupt")
+    source = tmp_path / "model.pt"
+    source.write_bytes(payload)
+    assert store.put_blob(source, digest) is True and store.verify_blob(digest) is None
