@@ -80,7 +80,8 @@ def true_capacity(seed: int, seconds: float = 600.0) -> float:
 def hold_outcome(rate: float, rng: np.random.Generator) -> capacity.StepOutcome:
     """One confirmation hold at `rate`, judged as the capacity search judges it."""
     spec = CapacitySpec()
-    settings = capacity.SearchSettings(spec.budget.seconds, spec.step.seconds,
+    budget = spec.budget.seconds if spec.budget is not None else 60.0   # sized by the rate
+    settings = capacity.SearchSettings(budget, spec.step.seconds,
                                        spec.hold_seconds, TIMEOUT_S,
                                        hold_min_samples=samples_for_upper_bound(0.99,
                                                                                 CONFIDENCE))

@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline import metric_names as m
 from pipeline.context import RunContext
+from pipeline.gates.capacity import capacity_gate
 from pipeline.measure.capacity import CapacitySearch
 from pipeline.measure.capacity_steps import measure_capacity
 from pipeline.measure.distributed.for_run import load_workers_record
@@ -50,7 +51,8 @@ def run(ctx: RunContext) -> StageResult:
     if best is not None and stage.capacity.enabled:
         capacity = measure_capacity(ctx, server, target, stage, slo, best.throughput_rps)
         message += "; " + _record_capacity(capacity, metrics, details)
-        gate = _capacity_gate(capacity, slo)
+        gate = capacity_gate(capacity, slo.min_throughput.per_second
+                             if slo.min_throughput else None)
         if gate is not None:
             gates.append(gate)
     if stage.burst is not None and best is not None:
@@ -92,30 +94,15 @@ def _knee_message(search: KneeSearch) -> str:
             f"{best.p99_ms:.1f}ms ({search.stop_reason})")
 
 
-def _capacity_gate(search: CapacitySearch, slo: SloSpec) -> Gate | None:
-    if slo.min_throughput is None:
-        return None
-    name, minimum = "saturation.capacity_rps", slo.min_throughput.per_second
-    confirmed, interval = search.confirmed, search.interval_rps
-    if confirmed is not None and interval is not None:
-        # The rate passed its hold; the interval is the bisection's last pass/fail pair
-        # (no top when no rate above it failed: a lower bound).
-        return Gate(name, confirmed.rate_rps, minimum, confirmed.rate_rps >= minimum, ">=",
-                    "/s", interval=interval, samples=confirmed.samples)
-    lowest = search.lowest_rate_rps or 0.0
-    if search.bound == "none":
-        return Gate(name, f"< {lowest:,.0f}/s", minimum, False, ">=", "/s",
-                    reason=f"no rate met the SLO, down to the lowest tried ({lowest:,.0f}/s)")
-    return Gate(name, "unknown", minimum, False, ">=", "/s", outcome="inconclusive",
-                reason=f"no rate confirmed within the budget: {search.stop_reason}")
-
-
 def _record_capacity(search: CapacitySearch, metrics: dict[str, float],
                      details: dict[str, Any]) -> str:
     details.update(capacity_steps=[asdict(step) | {"passed": step.passed}
                                    for step in search.steps],
                    capacity_stop_reason=search.stop_reason,
                    capacity_start_rps=search.start_rps, capacity_bound=search.bound)
+    if search.threshold_outcome is not None:
+        details.update(capacity_threshold_outcome=search.threshold_outcome,
+                       capacity_threshold_reason=search.threshold_reason)
     metrics.update(capacity_steps=float(len(search.steps)), capacity_search_s=search.spent_s)
     best, interval = search.best, search.interval_rps
     if best is None or interval is None:

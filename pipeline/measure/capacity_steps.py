@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import math
+from dataclasses import replace
 
 from pipeline.context import RunContext
 from pipeline.gates.order_stats import quantile_interval_us, samples_for_upper_bound
 from pipeline.measure import capacity
+from pipeline.measure.capacity_hold import Block
 from pipeline.measure.drain import Drained, until_prompt
 from pipeline.measure.loadgen import HardEnd, LoadResult, Phase, Target
+from pipeline.measure.open_loop import OpenLoopResult
 from pipeline.measure.windows import open_window
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import SaturationStage, SloSpec
@@ -39,48 +42,91 @@ def measure_capacity(ctx: RunContext, server: ModelServer, target: Target,
     request_timeout_s = ctx.loaded.spec.stages.latency.request_timeout.seconds
     timeout_s = min(STEP_TIMEOUT_SLO_MULTIPLE * slo.p99.seconds, request_timeout_s)
     confidence = ctx.loaded.spec.stages.latency.verdict.confidence.fraction
+    limits = replace(limits, confidence=confidence)
+    threshold = slo.min_throughput.per_second if slo.min_throughput is not None else None
 
     def step(rate: float, duration_s: float, hold: bool) -> capacity.StepOutcome:
-        # Two halves at the same rate: a growing queue shows as a later median in the
-        # second. open_loop measures the drain after the phase named "burst".
-        halves = [Phase("first", rate, duration_s / 2), Phase("burst", rate, duration_s / 2)]
-        outcome = open_window(ctx, server, target, STAGE, halves,
-                              f"capacity step at {rate:.0f}/s", "constant",
-                              timeout_s=timeout_s, hard_end=HardEnd(
+        parts = hold_blocks if hold else 2
+        outcome = open_window(ctx, server, target, STAGE, step_phases(rate, duration_s, parts),
+                              f"capacity {'hold' if hold else 'step'} at {rate:.0f}/s",
+                              "constant", timeout_s=timeout_s, hard_end=HardEnd(
                                   duration_s + timeout_s, min(duration_s, request_timeout_s),
-                                  math.floor(slo.error_rate.fraction * rate * duration_s)),
+                                  error_cutoff(rate * duration_s, slo.error_rate.fraction,
+                                               confidence if hold else None)),
                               max_in_flight=step_in_flight(rate, slo.p99.seconds))
-        first, second = outcome.phases["first"], outcome.phases["burst"]
-        whole = LoadResult(0.0)
-        whole.merge(first)
-        whole.merge(second)
-        return capacity.judge(capacity.StepMeasurement(
-            rate, duration_s, whole.percentile_ms(99), first.percentile_ms(50),
-            second.percentile_ms(50), whole.error_rate, int(whole.histogram.get_total_count()),
-            outcome.drain_s, outcome.lag_p99_us / 1e3, outcome.client_bound,
-            outcome.from_send.percentile_ms(99),
-            sum(whole.errors[kind] for kind in UNANSWERED), outcome.lingered_s,
-            p99_interval_ms(whole, confidence)), limits, on_bound=hold)
+        return capacity.judge(step_measurement(rate, duration_s, outcome, hold, confidence),
+                              limits, on_bound=hold)
 
     def settle() -> Drained:
         # Bounded by the longest wait the spec accepts for one request.
         ctx.progress(STAGE, 0.0, request_timeout_s, "waiting for the backlog to drain")
         return asyncio.run(until_prompt(target, slo.p99.seconds, request_timeout_s))
 
-    wanted = stage.capacity
-    settings = capacity.SearchSettings(wanted.budget.seconds, wanted.step.seconds,
-                                       wanted.hold_seconds, timeout_s, wanted.start.fraction,
-                                       wanted.resolution.fraction,
-                                       hold_min_samples=samples_for_upper_bound(0.99, confidence))
-    search = capacity.find_capacity(step, settle, knee_rps, settings)
+    settings = search_settings(stage, timeout_s, confidence, knee_rps, threshold)
+    hold_blocks = settings.blocks
+    search = capacity.find_capacity(step, settle, knee_rps, settings, threshold_rps=threshold,
+                                    limits=limits)
     ctx.require_server()
     return search
+
+
+def search_settings(stage: SaturationStage, timeout_s: float, confidence: float,
+                    knee_rps: float, threshold: float | None) -> capacity.SearchSettings:
+    """The spec's search settings; without a budget there, one that fits the rate: room for
+    the threshold hold, four steps and two holds (`SearchSettings.needed_budget`)."""
+    wanted = stage.capacity
+    settings = capacity.SearchSettings(0.0, wanted.step.seconds, wanted.hold_seconds,
+                                       timeout_s, wanted.start.fraction,
+                                       wanted.resolution.fraction,
+                                       hold_min_samples=samples_for_upper_bound(0.99, confidence),
+                                       hold_span_s=wanted.span.seconds)
+    budget = wanted.budget.seconds if wanted.budget is not None else \
+        settings.needed_budget(knee_rps * settings.start_fraction, threshold)
+    return replace(settings, budget_s=budget)
+
+
+def step_phases(rate: float, duration_s: float, parts: int) -> list[Phase]:
+    """Equal parts of one window at `rate`; the last is named "burst", after which
+    open_loop measures the drain."""
+    names = [f"part{index}" for index in range(parts - 1)] + ["burst"]
+    return [Phase(name, rate, duration_s / parts) for name in names]
+
+
+def step_measurement(rate: float, duration_s: float, outcome: OpenLoopResult, hold: bool,
+                     confidence: float) -> capacity.StepMeasurement:
+    """The window's figures: its halves' medians, a hold's blocks (the first a warm-up)."""
+    parts = list(outcome.phases.values())
+    half = len(parts) // 2
+    first, second, whole, settled = LoadResult(0.0), LoadResult(0.0), LoadResult(0.0), \
+        LoadResult(0.0)
+    for index, part in enumerate(parts):
+        (first if index < half else second).merge(part)
+        whole.merge(part)
+        if index:
+            settled.merge(part)
+    blocks = tuple(Block(int(part.histogram.get_total_count()), part.percentile_ms(50),
+                         part.percentile_ms(99)) for part in parts) if hold else ()
+    return capacity.StepMeasurement(
+        rate, duration_s, whole.percentile_ms(99), first.percentile_ms(50),
+        second.percentile_ms(50), whole.error_rate, int(whole.histogram.get_total_count()),
+        outcome.drain_s, outcome.lag_p99_us / 1e3, outcome.client_bound,
+        outcome.from_send.percentile_ms(99), sum(whole.errors[kind] for kind in UNANSWERED),
+        outcome.lingered_s, p99_interval_ms(whole, confidence), blocks=blocks,
+        settled_p99_ms=settled.percentile_ms(99) if hold else None)
 
 
 def p99_interval_ms(result: LoadResult,
                     confidence: float) -> tuple[float | None, float | None]:
     low, high = quantile_interval_us(result.histogram, 0.99, confidence)
     return (None if low is None else low / 1e3), (None if high is None else high / 1e3)
+
+
+def error_cutoff(planned: float, error_rate: float, confidence: float | None) -> int:
+    """The errors after which a step stops sending (it has failed): a step's budget of
+    errors; a hold's, the count its binomial bound decides a miss on, less one."""
+    if confidence is None:
+        return math.floor(error_rate * planned)
+    return capacity.failing_errors(math.floor(planned), error_rate, confidence) - 1
 
 
 def step_in_flight(rate: float, slo_p99_s: float) -> int:

@@ -138,17 +138,22 @@ class CapacitySpec(StrictModel):
     enabled: bool = Field(default=True, description=(
         "After the closed-loop ramp, search the highest open-loop arrival rate that meets "
         "slo.p99 and slo.error_rate without a growing backlog (capacity_rps)."))
-    budget: DurationField = Field(default=Duration(12_000_000_000, "12s"), description=(
+    budget: DurationField | None = Field(default=None, description=(
         "Time the rate search may spend, steps, holds and waits for a backlog to drain "
-        "included; it starts no step or hold that could overrun it. No rate confirmed "
-        "by then: the capacity is unknown (the capacity gate is inconclusive)."))
+        "included; it starts no step or hold that could overrun it. Default: sized by the "
+        "rate, room for the hold at slo.min_throughput, four steps and two holds (at least "
+        "12s). No rate held by then: the capacity is unknown (the gate inconclusive)."))
     step: DurationField = Field(default=Duration(1_000_000_000, "1s"), description=(
         "Length of each rate step (longer where the rate is too low for 100 samples). "
         "Requests of a step time out after 4 x slo.p99, and a step ends by then."))
     hold: DurationField | None = Field(default=None, description=(
-        "Length of the confirmation hold at the chosen rate (default: 3 x step); a miss "
-        "holds again at a rate lower by the resolution (doubling with each further "
-        "miss), while the budget lasts."))
+        "Length of a hold's segments (default: 3 x step; longer where the rate is too "
+        "low for 100 samples in each of its 7 blocks); a missed hold holds again at a "
+        "rate lower by twice the resolution, while the budget lasts."))
+    span: DurationField = Field(default=Duration(20_000_000_000, "20s"), description=(
+        "A hold passes only once it has lasted this long: a busy machine slows a server in "
+        "episodes that a few seconds may miss. Undecided, a hold measures on by `hold` at a "
+        "time, up to four looks in all."))
     start: Annotated[PercentageField, _fraction_within(
         0.05, 1.0, "start", "start must be in 5%..100%")] = Field(
         default=Percentage(0.5, "50%"), description=(

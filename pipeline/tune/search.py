@@ -296,6 +296,8 @@ def _first_estimate(loaded: LoadedSpec) -> float:
     stages = loaded.spec.stages
     saturation = stages.saturation
     probes = max(1, saturation.max_concurrency.bit_length() + 3)
-    capacity = saturation.capacity.budget.seconds if saturation.capacity.enabled else 0.0
+    wanted = saturation.capacity
+    # Without a budget the search sizes its own by the rate; about a minute at most rates.
+    capacity = (wanted.budget.seconds if wanted.budget else 60.0) if wanted.enabled else 0.0
     return (stages.latency.warmup.seconds + stages.latency.duration.seconds
             + probes * saturation.probe_duration.seconds + capacity + 5.0)

@@ -3,15 +3,19 @@
 Three models: the example in TorchScript and in ONNX form (which usually reach the
 closed-loop cap of 4 within the SLO: the knee is then a lower bound), and a slow model of
 our own with a tight SLO that misses it before the cap (an exact knee and capacity).
-The capacity is the rate that passed a 10 s hold (offered again for 10 s after the
-bisection, judged on the upper confidence bound of its p99); whether it also holds on a
-fresh server is a measurement on a noisy machine, so `benchmarks/capacity.py` reports
-that (a ratio per model), not a test.
+A hold at slo.min_throughput comes first (it decides the gate); the capacity is the
+highest rate that passed a hold (10 s here, judged on its blocks); whether it also holds
+on a fresh server is a measurement on a noisy machine, so `benchmarks/capacity.py`
+reports that (a ratio per model), not a test. Then a slow good model (5 ms per
+execution, one at a time) with the default search, and the gate failing on its
+threshold.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -24,8 +28,34 @@ from tests.support.specs import fast_spec
 
 pytestmark = pytest.mark.integration
 
-SATURATION = ("  saturation: {max_concurrency: 4, probe_duration: 500ms,\n"
-              "               capacity: {budget: 30s, step: 500ms, hold: 10s}}\n")
+# The budget as the search sizes it; a hold passes after 10 s (the default span is longer).
+SATURATION = ("  saturation: {max_concurrency: 4, probe_duration: 1s,\n"
+              "               capacity: {step: 500ms, hold: 5s, span: 10s}}\n")
+
+# One execution takes 5 ms whatever else happens, one request per execution on one
+# instance: at most 200/s.
+FIVE_MS_MODEL = '''"""A slow good model: 5 ms per execution."""
+
+import time
+
+import torch
+from torch import nn
+
+
+class FiveMs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                                    nn.Linear(64, 4))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.005)
+        return torch.softmax(self.layers(features), dim=-1)
+
+
+def build() -> nn.Module:
+    return FiveMs()
+'''
 
 
 def write_spec(project: Path, model: str) -> Path:
@@ -76,8 +106,8 @@ def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path,
     low, high = details["capacity_interval_rps"]
     assert low == metrics["capacity_rps"]
     steps = details["capacity_steps"]
-    # Below the knee's throughput first (there an open loop only builds a queue); the
-    # capacity is the rate that passed the confirmation hold.
+    # Below the knee's throughput (there an open loop only builds a queue); the capacity
+    # is the highest rate that passed a hold.
     assert steps[0]["rate_rps"] < metrics["knee_throughput_rps"]
     assert any(s["hold"] and s["passed"] and s["rate_rps"] == low for s in steps), steps
     if model == "slow" or details["capacity_bound"] == "exact":
@@ -94,7 +124,74 @@ def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path,
     assert metrics["capacity_p99_ms"] <= slo_ms
     held = next(s for s in steps if s["hold"] and s["passed"] and s["rate_rps"] == low)
     assert held["duration_s"] >= 10.0
+    # Threshold first: the first hold was at or above slo.min_throughput; the gate passed
+    # on it, or (when the client fell behind there) on the higher rate held later.
+    threshold = 10.0 if model == "slow" else 100.0
+    assert steps[0]["hold"] and steps[0]["rate_rps"] >= threshold
+    assert details["capacity_threshold_outcome"] in ("held", "undecided")
+    gate = next(g for g in stage["gates"] if g["name"] == "saturation.capacity_rps")
+    assert gate["outcome"] == "passed" and low >= threshold
     assert details["capacity_p99_interval_ms"][1] <= slo_ms
     print(f"\n{model}: knee {metrics['knee_throughput_rps']:.0f}/s, capacity "
           f"{metrics['capacity_rps']:.0f}/s ({details['capacity_bound']}), interval "
           f"{low:.0f}-{high}, saturation {stage['duration_s']:.1f}s")
+
+
+def five_ms_project(project: Path, min_throughput: str) -> None:
+    """The example served by FiveMs, without batching, with the default capacity search."""
+    (project / "five_ms.py").write_text(FIVE_MS_MODEL)
+    text = fast_spec((project / "serve.yaml").read_text())
+    text = text.replace("source: examples/mlp/model.pt", "source: examples/mlp/weights.pt")
+    text = text.replace("format: torchscript", "format: eager\n  entrypoint: five_ms.py:build")
+    head, _, rest = text.partition("  batching:\n")
+    text = head + "  batching: {max_batch_size: 1, max_queue_delay: 0ms}\n" + \
+        "  ports:" + rest.partition("  ports:")[2]
+    text = text.replace("min_throughput: 100/s", f"min_throughput: {min_throughput}")
+    head, _, rest = text.partition("  saturation: {max_concurrency: 4")
+    text = head + "  saturation: {max_concurrency: 16, probe_duration: 2s}\n" + \
+        rest.partition("settle: 250ms}}\n")[2]
+    (project / "serve.yaml").write_text(text)
+
+
+def saturation_of(project: Path) -> dict[str, Any]:
+    record = latest_record(project)
+    stage: dict[str, Any] = next(s for s in record["stages"] if s["name"] == "saturation")
+    return stage
+
+
+def test_a_slow_good_model_gets_an_exact_capacity_near_its_limit(project: Path) -> None:
+    # The default search on a model of tens to hundreds of requests per second: the budget
+    # fits the rate (the threshold hold, then steps sized by the samples a bound needs).
+    five_ms_project(project, "50/s")
+    quiet = os.getloadavg()[0] < 0.5 * (os.cpu_count() or 1)
+    result = cli(["run", "--stages", "saturation"], project, timeout=400)
+    quiet = quiet and os.getloadavg()[0] < 0.5 * (os.cpu_count() or 1)
+    stage = saturation_of(project)
+    metrics, details = stage["metrics"], stage["details"]
+    steps = [(round(s["rate_rps"]), s["hold"], s["verdict"])
+             for s in details.get("capacity_steps", [])]
+    summary = f"{stage['message']}; steps {steps}"
+    assert result.returncode == 0, summary + result.stderr[-2000:]
+    assert details["capacity_threshold_outcome"] == "held", summary
+    assert details["capacity_bound"] == "exact", summary
+    assert 50 <= metrics["capacity_rps"] <= 200, summary
+    # Within 70-100% of the physical limit on a quiet machine (load average under half
+    # the cores before and after). Other work that takes the cores in episodes lowers the
+    # rate that holds the p99 for 20 s far more than the knee (a closed loop waits out a
+    # stall; arrivals do not, and a stall of a few hundred ms times requests out at any
+    # rate): that capacity is measured and printed, not held to this bound.
+    if quiet and metrics["knee_throughput_rps"] >= 0.8 * 200:
+        assert metrics["capacity_rps"] >= 0.7 * 200, summary
+    print(f"\nfive_ms (quiet: {quiet}): knee {metrics['knee_throughput_rps']:.0f}/s, capacity "
+          f"{metrics['capacity_rps']:.0f}/s ({metrics['capacity_rps'] / 200:.0%} of 200/s), "
+          f"search {metrics['capacity_search_s']:.0f}s")
+
+
+def test_the_capacity_gate_fails_on_its_threshold(project: Path) -> None:
+    # 400/s is twice what one 5 ms execution at a time can do: the hold there fails.
+    five_ms_project(project, "400/s")
+    result = cli(["run", "--stages", "saturation"], project, timeout=400)
+    assert result.returncode == 1, result.stdout + result.stderr
+    stage = saturation_of(project)
+    gate = next(g for g in stage["gates"] if g["name"] == "saturation.capacity_rps")
+    assert gate["outcome"] == "failed", gate

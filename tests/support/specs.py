@@ -26,7 +26,7 @@ stages:
 """
 
 # The TorchServe example's measurement, short (for examples/torchserve/serve.yaml), judged
-# as FAST_STAGES is.
+# as FAST_STAGES is; its capacity search as short (the default holds last 20 s or more).
 TORCHSERVE_FAST_STAGES = """
 stages:
   readiness: {timeout: 180s}
@@ -35,6 +35,7 @@ stages:
   latency: {concurrency: 8, warmup: 1s, duration: 4s, stability: {windows: 2, max_windows: 4},
             verdict: {accept_inconclusive: true}}
   saturation: {max_concurrency: 4, probe_duration: 1s,
+               capacity: {budget: 2s, step: 250ms, accept_inconclusive: true},
                burst: {rate: 100/s, duration: 500ms, settle: 250ms}}
 """
 
