@@ -23,6 +23,7 @@ from pipeline.gates.latency import (
     latency_gates,
     verdict_details,
     window_plan,
+    window_seconds,
 )
 from pipeline.gates.sequential import WindowRun
 from pipeline.measure.distributed.for_run import load_workers_record
@@ -49,17 +50,17 @@ def run(ctx: RunContext) -> StageResult:
     stage = spec.stages.latency
     server = ctx.require_server()
     target = load_target(ctx, server)
-    closed_window(ctx, server, target, NAME, stage.concurrency, stage.warmup.seconds,
-                  f"warm-up at concurrency {stage.concurrency}")
+    warmup = closed_window(ctx, server, target, NAME, stage.concurrency, stage.warmup.seconds,
+                           f"warm-up at concurrency {stage.concurrency}")
     memory_before = memory_growth.baseline(server)
     plan = window_plan(spec)
-    window_s = stage.duration.seconds / plan.max_windows
+    window_s = window_seconds(spec, warmup.throughput)
     with memory_growth.RssSampler(lambda: memory_growth.model_processes(server)) as rss:
         measured_windows = closed_windows_until_decided(
             ctx, server, target, NAME,
             lambda windows, alpha: judge_windows(spec, windows, merge(windows), window_s,
                                                  alpha),
-            client_limited, plan)
+            client_limited, plan, window_s)
     verdict_s = time.perf_counter() - started
     outcome = measured_windows.run
     measured = merge(outcome.windows)

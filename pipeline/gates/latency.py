@@ -23,7 +23,7 @@ from pipeline.spec.stage_settings import StabilitySpec
 # the client, not the model.
 CLIENT_WAIT_SHARE = 0.25
 MORE_WINDOWS = ("raise stages.latency.stability.max_windows to {windows} and "
-                "stages.latency.duration to {duration:.0f}s")
+                "stages.latency.duration (and max_duration) to {duration:.0f}s")
 
 
 def percentile_thresholds(spec: Spec) -> list[tuple[float, float]]:
@@ -39,6 +39,17 @@ def plan_for(stability: StabilitySpec, confidence: float) -> WindowPlan:
     """Windows: the fewest, the cap, and a re-measure for every 3 windows of the cap."""
     cap = max(stability.max_windows, stability.windows)
     return WindowPlan(stability.windows, cap, max(1, cap // 3), confidence)
+
+
+def window_seconds(spec: Spec, warmup_rps: float) -> float:
+    """One window's length: duration / max_windows, or longer to hold window_requests at
+    the warm-up's rate, at most max_duration / max_windows."""
+    stage = spec.stages.latency
+    windows = window_plan(spec).max_windows
+    shortest = stage.duration.seconds / windows
+    longest = max(stage.max_duration.seconds, stage.duration.seconds) / windows
+    needed = stage.window_requests / warmup_rps if warmup_rps > 0 else longest
+    return min(max(shortest, needed), longest)
 
 
 def window_plan(spec: Spec) -> WindowPlan:

@@ -65,12 +65,11 @@ def closed_windows_until_decided(
         ctx: RunContext, server: ModelServer, target: Target, stage: str,
         look: Callable[[list[LoadResult], float], LookT],
         client_limited: Callable[[LoadResult], str | None],
-        plan: WindowPlan) -> ClosedWindows[LookT]:
+        plan: WindowPlan, window_s: float) -> ClosedWindows[LookT]:
     """The latency stage's closed-loop windows until a look is decided (or the cap); see
     pipeline.gates.sequential. With the server's counter deltas over exactly those windows,
-    the length of each window, and each window's (start, end, requests)."""
+    each window `window_s` long, and each window's (start, end, requests)."""
     settings = ctx.loaded.spec.stages.latency
-    window_s = settings.duration.seconds / plan.max_windows
     snapshots: list[ServerStats] = [server.stats()]
     spans: list[tuple[float, float, int]] = []
 

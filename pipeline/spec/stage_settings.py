@@ -95,7 +95,17 @@ class LatencyStage(StrictModel):
     warmup: DurationField = Field(default=Duration(5_000_000_000, "5s"), description=(
         "Traffic sent and discarded before the window."))
     duration: DurationField = Field(default=Duration(20_000_000_000, "20s"), description=(
-        "Most measurement time after the warm-up; a clear verdict stops earlier."))
+        "Measurement time after the warm-up, split into stability.max_windows windows; a "
+        "clear verdict stops earlier. A window is lengthened to hold window_requests at the "
+        "warm-up's rate, up to max_duration in all."))
+    window_requests: int = Field(default=2000, ge=1, description=(
+        "Requests a window should hold: a percentile's bound needs a number of requests, "
+        "not of seconds (closed-loop requests share stalls, so a slow server's short "
+        "windows never decide). At the warm-up's rate this sets a window's length when it "
+        "is longer than duration / stability.max_windows."))
+    max_duration: DurationField = Field(default=Duration(60_000_000_000, "60s"), description=(
+        "Most measurement time after the warm-up however slow the server (the cap on "
+        "windows lengthened for window_requests; never below duration)."))
     batch_size: int = Field(default=1, ge=1, description="Items per request.")
     request_timeout: DurationField = Field(default=Duration(10_000_000_000, "10s"),
                                            description="Client timeout of every request.")

@@ -3,16 +3,19 @@ a window the client could not drive."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pipeline.gates.distributions import clopper_pearson, t_quantile, trials_to_bound_zero
 from pipeline.gates.error_rate import GATE as ERROR_GATE
 from pipeline.gates.error_rate import error_rate_gate
-from pipeline.gates.latency import client_limited
+from pipeline.gates.latency import client_limited, window_seconds
 from pipeline.gates.throughput import GATE as THROUGHPUT_GATE
 from pipeline.gates.throughput import span_rates, throughput_gate
 from pipeline.measure.load_result import LoadResult
 from pipeline.results import Gate, StageResult, Status
+from pipeline.spec.loading import load_spec
 
 
 def test_exact_binomial_bounds_and_t_quantiles() -> None:
@@ -100,3 +103,19 @@ def test_a_window_whose_client_waited_for_a_cpu_is_named() -> None:
     assert why is not None and "short of CPU" in why
     window.client_wait_s = None                         # the platform does not say
     assert client_limited(window) is None
+
+
+def test_a_window_holds_the_requests_a_bound_needs_up_to_the_cap() -> None:
+    spec = load_spec(Path(__file__).parents[2] / "examples/torchserve/serve.yaml").spec
+    stage = spec.stages.latency
+    windows = stage.stability.max_windows
+    shortest = stage.duration.seconds / windows
+    # A fast server: duration / max_windows already holds window_requests.
+    assert window_seconds(spec, stage.window_requests / shortest * 10) == pytest.approx(shortest)
+    # A slow one: each window lasts long enough for window_requests at the warm-up's rate.
+    slow = stage.window_requests / (2 * shortest)
+    assert window_seconds(spec, slow) == pytest.approx(2 * shortest)
+    # Slower still, or no rate at all: the windows stop at max_duration in all.
+    longest = stage.max_duration.seconds / windows
+    assert window_seconds(spec, 1.0) == pytest.approx(longest)
+    assert window_seconds(spec, 0.0) == pytest.approx(longest)
