@@ -31,8 +31,10 @@ its own (its first block a warm-up again), and judged on all the blocks so far a
 until decided or HOLD_LOOKS segments. A failure may stop it at any look; a pass only once
 the hold has lasted its span (`SearchSettings.hold_span_s`): a busy machine slows a
 server in episodes that a few seconds may not contain, and blocks that all missed one look
-alike, so no interval drawn from them can know. The looks share the stated error rate
-(Bonferroni: each is judged at 1 - (1 - confidence) / HOLD_LOOKS).
+alike, so no interval drawn from them can know. Under half the knee's throughput the span
+is not waited for: an episode that halves the server's speed still leaves it keeping up.
+The looks share the stated error rate (Bonferroni: each is judged at
+1 - (1 - confidence) / HOLD_LOOKS).
 """
 
 from __future__ import annotations

@@ -162,8 +162,9 @@ class CapacitySpec(StrictModel):
         "rate lower by twice the resolution, while the budget lasts."))
     span: DurationField = Field(default=Duration(20_000_000_000, "20s"), description=(
         "A hold passes only once it has lasted this long: a busy machine slows a server in "
-        "episodes that a few seconds may miss. Undecided, a hold measures on by `hold` at a "
-        "time, up to four looks in all."))
+        "episodes that a few seconds may miss (not waited for under half the knee's "
+        "throughput, where a server at half speed still keeps up). Undecided, a hold "
+        "measures on by `hold` at a time, up to four looks in all."))
     start: Annotated[PercentageField, _fraction_within(
         0.05, 1.0, "start", "start must be in 5%..100%")] = Field(
         default=Percentage(0.5, "50%"), description=(

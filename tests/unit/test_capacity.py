@@ -519,3 +519,16 @@ def test_a_hold_fails_on_errors_once_the_binomial_bound_decides() -> None:
     assert four.verdict == "fail"
     # A short step only locates the capacity: its point estimate decides.
     assert judge(measured(10.0, samples=840, errors=2 / 840), LIMITS).verdict == "fail"
+
+
+def test_a_pass_waits_for_the_span_only_near_the_knee() -> None:
+    # One clean segment of 3 s against a 20 s span: near the knee it is undecided (an
+    # episode the hold missed could have failed it); under half the knee's throughput a
+    # server slowed to half its speed still keeps up, so it passes at once.
+    blocks = tuple(capacity_hold.Block(200, 2.0, p) for p in [5.0, *[10.0] * 6])
+    segment = judge(replace(measured(100.0, duration_s=3.0), blocks=blocks,
+                            settled_p99_ms=10.0), LIMITS, on_bound=True)
+    near = capacity.combine_segments([segment], LIMITS, 20.0, weigh_episodes=False)
+    assert near.verdict == "undecided" and "20s a pass needs" in near.reason
+    far = capacity.combine_segments([segment], LIMITS, 20.0, weigh_episodes=True)
+    assert far.verdict == "pass"
