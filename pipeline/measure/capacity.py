@@ -55,8 +55,9 @@ CapacityBound = Literal["exact", "lower", "unknown", "none"]
 # failed on its evidence; undecided: holds ran, neither; untried: no hold fitted the budget.
 ThresholdOutcome = Literal["held", "failed", "undecided", "untried"]
 MIN_P99_SAMPLES = MIN_SAMPLES_FOR["p99"]
-# The bracketing steps leave the budget room for this many holds: the confirmation and two
-# retries at lower rates when it misses.
+# The bracketing steps leave the budget room for this many holds: the confirmation and one
+# retry at a lower rate when it misses. Each near the knee lasts its span, so this sets
+# most of the saturation stage's time; the figure is otherwise a lower bound.
 HOLDS_KEPT = 3
 # The default budget, at least: what a fast model's search takes on a quiet machine.
 MIN_DEFAULT_BUDGET_S = 12.0
@@ -377,14 +378,23 @@ class _Runner:
         outcome = replace(self.step(rate, duration, hold), hold=hold)
         return self.record(outcome)
 
+    def far_below_knee(self, rate: float) -> bool:
+        """A server slowed to half its speed still keeps up with `rate`: no span needed."""
+        return rate <= EPISODES_WEIGHED_UNDER * self.search.knee_rps
+
+    def first_segment(self, rate: float) -> float:
+        if self.far_below_knee(rate):
+            return self.settings.hold_duration(rate)
+        return self.settings.hold_first(rate)
+
     def hold(self, rate: float) -> StepOutcome:
         """A hold at `rate` in segments until decided (`capacity_hold`), one step recorded."""
         settings, segments = self.settings, []
-        duration = settings.hold_first(rate)
+        duration = self.first_segment(rate)
         while True:
             segments.append(self.step(rate, duration, True))
             outcome = combine_segments(segments, self.limits, settings.hold_span_s,
-                                       rate <= EPISODES_WEIGHED_UNDER * self.search.knee_rps)
+                                       self.far_below_knee(rate))
             if outcome.verdict != "undecided" or len(segments) >= HOLD_LOOKS:
                 break
             duration = settings.hold_duration(rate)
@@ -450,7 +460,7 @@ def _decide_threshold(run: _Runner, threshold: float) -> None:
     rate = settings.first_threshold_rate(threshold, search.start_rps)
     search.threshold_outcome = "untried"
     while not search.stuck:
-        duration = settings.hold_first(rate)
+        duration = run.first_segment(rate)
         if not run.fits(settings.longest(duration)):
             search.threshold_reason = (
                 f"the {settings.budget_s:g}s budget had no time left to hold {rate:,.0f}/s "
@@ -550,8 +560,10 @@ def _confirm(run: _Runner) -> str:
         # passed just below that:
         # measured evidence with more margin than a guess. Not to one far below: a
         # ×1.5 ladder's last pass is a third under, where holds are rarely needed.
+        # Each further miss doubles the step down: on a machine whose neighbour took half
+        # of it, a 5% ladder would spend the budget on holds that all miss.
         misses += 1
-        lower = rate * max(0.5, 1 - 2 * settings.resolution)
+        lower = rate * max(0.5, 1 - 2 * settings.resolution * 2 ** (misses - 1))
         near = lower * (1 - 2 * settings.resolution)
         passed_below = [step.rate_rps for step in search.steps if step.passed
                         and not step.hold and near <= step.rate_rps <= lower]

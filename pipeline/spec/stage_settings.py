@@ -159,7 +159,8 @@ class CapacitySpec(StrictModel):
     hold: DurationField | None = Field(default=None, description=(
         "Length of a hold's segments (default: 3 x step; longer where the rate is too "
         "low for 100 samples in each of its 7 blocks); a missed hold holds again at a "
-        "rate lower by twice the resolution, while the budget lasts."))
+        "rate lower by twice the resolution (doubling with each further miss), while the "
+        "budget lasts."))
     span: DurationField = Field(default=Duration(20_000_000_000, "20s"), description=(
         "A hold passes only once it has lasted this long: a busy machine slows a server in "
         "episodes that a few seconds may miss (not waited for under half the knee's "
