@@ -73,7 +73,11 @@ def test_promote_with_the_docker_runtime(fast_project: Path, docker_client: Any,
                                          triton_base: str, local_registry: str) -> None:
     repository = f"{local_registry}/ml/fraud-mlp"
     docker_spec(fast_project, triton_base, repository)
-    result = cli(["promote", "staging"], fast_project, timeout=900)
+    # A store credential in the tool's environment never reaches the image (nor the
+    # container, which gets no environment of ours: `environment: {}` in the engine).
+    planted = "planted-secret-4f2a"
+    result = cli(["promote", "staging"], fast_project, timeout=900,
+                 env={**os.environ, "AWS_SECRET_ACCESS_KEY": planted})
     assert result.returncode == 0, result.stdout + result.stderr
     record = latest_record(fast_project)
     assert [s["status"] for s in record["stages"]] == ["passed"] * 6 + ["skipped", "passed"]
@@ -88,7 +92,9 @@ def test_promote_with_the_docker_runtime(fast_project: Path, docker_client: Any,
     labels = docker_client.images.get(image["id"]).labels
     assert labels["io.serve-pipeline.artifact.sha256"] == manifest["artifact"]["sha256"]
     assert labels["io.serve-pipeline.config.sha256"] == manifest["config"]["sha256"]
-    assert docker_client.images.get(image["id"]).attrs["Config"]["User"] == "1000:1000"
+    config = docker_client.images.get(image["id"]).attrs["Config"]
+    assert config["User"] == "1000:1000"
+    assert not any(planted in entry for entry in config.get("Env") or [])
     left = docker_client.containers.list(all=True, filters={"label": "io.serve-pipeline.run"})
     assert left == []
 
