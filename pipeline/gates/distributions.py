@@ -22,19 +22,25 @@ def normal_survival(x: float) -> float:
     return 0.5 * math.erfc(x / math.sqrt(2))
 
 
-def _t_density(x: float, df: int) -> float:
-    log_norm = (math.lgamma((df + 1) / 2) - math.lgamma(df / 2)
-                - 0.5 * math.log(df * math.pi))
-    return math.exp(log_norm - (df + 1) / 2 * math.log1p(x * x / df))
-
-
-def _t_cdf_above_zero(x: float, df: int, steps: int = 400) -> float:
-    """P(0 <= T <= x) by Simpson's rule (the density is smooth; 400 steps are plenty)."""
-    h = x / steps
-    total = _t_density(0.0, df) + _t_density(x, df)
-    for i in range(1, steps):
-        total += (4 if i % 2 else 2) * _t_density(i * h, df)
-    return total * h / 3
+def _t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for t >= 0 and an integer number of degrees of freedom, exactly
+    (Abramowitz and Stegun 26.7.3-4: a finite series in cos(theta), theta =
+    atan(t / sqrt(df)))."""
+    theta = math.atan(t / math.sqrt(df))
+    cos2 = math.cos(theta) ** 2
+    if df % 2:
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 1) // 2):
+            term *= cos2 * (2 * k) / (2 * k + 1)
+            total += term
+        inside = 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+    else:
+        term, total = 1.0, 1.0
+        for k in range(1, df // 2):
+            term *= cos2 * (2 * k - 1) / (2 * k)
+            total += term
+        inside = math.sin(theta) * total
+    return (1 + inside) / 2
 
 
 @lru_cache(maxsize=512)
@@ -44,13 +50,12 @@ def t_quantile(p: float, df: int) -> float:
         raise ValueError(f"degrees of freedom {df} must be positive")
     if not 0.5 < p < 1:
         raise ValueError(f"t quantile {p} must be in (0.5, 1)")
-    target = p - 0.5
     low, high = 0.0, max(2 * normal_quantile(p), 1.0)
-    while _t_cdf_above_zero(high, df) < target:
+    while _t_cdf(high, df) < p:
         high *= 2
     for _ in range(60):
         mid = (low + high) / 2
-        if _t_cdf_above_zero(mid, df) < target:
+        if _t_cdf(mid, df) < p:
             low = mid
         else:
             high = mid

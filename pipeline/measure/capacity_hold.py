@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from statistics import fmean, stdev
 from typing import Literal
 
+from pipeline.gates.distributions import t_quantile
+
 HoldVerdict = Literal["pass", "fail", "undecided"]
 # Blocks per hold (the first is the warm-up), and the samples each needs for a p99.
 HOLD_BLOCKS = 7
@@ -70,38 +72,6 @@ class HoldJudgement:
     reason: str
     interval_ms: tuple[float | None, float | None]
     rise_ms: float
-
-
-def t_quantile(probability: float, freedom: int) -> float:
-    """Student's t quantile (probability in [0.5, 1)), by bisection on the exact CDF."""
-    low, high = 0.0, 1e3
-    for _ in range(200):
-        middle = (low + high) / 2
-        if _t_cdf(middle, freedom) < probability:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
-
-
-def _t_cdf(t: float, freedom: int) -> float:
-    """P(T <= t) for t >= 0 and an integer number of degrees of freedom (Abramowitz and
-    Stegun 26.7.3-4: a finite series in cos(theta), theta = atan(t / sqrt(freedom)))."""
-    theta = math.atan(t / math.sqrt(freedom))
-    cos2 = math.cos(theta) ** 2
-    if freedom % 2:
-        term, total = 1.0, 1.0 if freedom > 1 else 0.0
-        for k in range(1, (freedom - 1) // 2):
-            term *= cos2 * (2 * k) / (2 * k + 1)
-            total += term
-        inside = 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
-    else:
-        term, total = 1.0, 1.0
-        for k in range(1, freedom // 2):
-            term *= cos2 * (2 * k - 1) / (2 * k)
-            total += term
-        inside = math.sin(theta) * total
-    return (1 + inside) / 2
 
 
 def sectioning_interval(pooled_p99_ms: float, blocks: list[Block],
