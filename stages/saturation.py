@@ -41,7 +41,7 @@ def run(ctx: RunContext) -> StageResult:
         return ProbeOutcome(concurrency, summary[m.THROUGHPUT_RPS], summary[m.P99_MS],
                             window.error_rate, passed)
 
-    search = find_knee(probe, stage.max_concurrency)
+    search = find_knee(probe, stage.max_concurrency, measured=_latency_load(ctx, slo))
     metrics: dict[str, float] = {"probes": float(len(search.probes))}
     details: dict[str, Any] = {"probes": [asdict(p) for p in search.probes],
                                "stop_reason": search.stop_reason, "knee_bound": search.bound}
@@ -63,6 +63,23 @@ def run(ctx: RunContext) -> StageResult:
                            details=details)
     return StageResult.judged(NAME, gates, message, metrics, details,
                               accept_inconclusive=stage.capacity.accept_inconclusive)
+
+
+def _latency_load(ctx: RunContext, slo: SloSpec) -> ProbeOutcome | None:
+    """The latency stage's window as the knee's first load, when that stage passed: it
+    measured the same closed loop for longer than a probe does."""
+    latency = next((result for result in ctx.results if result.name == "latency"), None)
+    if latency is None or latency.status is not Status.PASSED:
+        return None
+    metrics = latency.metrics
+    if not all(key in metrics for key in (m.CONCURRENCY, m.P99_MS, m.THROUGHPUT_RPS,
+                                          m.ERROR_RATE)):
+        return None
+    passed = (metrics[m.P99_MS] <= slo.p99.ms and metrics[m.ERROR_RATE] <= slo.error_rate.fraction
+              and metrics[m.THROUGHPUT_RPS] > 0)
+    return ProbeOutcome(int(metrics[m.CONCURRENCY]), metrics[m.THROUGHPUT_RPS],
+                        metrics[m.P99_MS], metrics[m.ERROR_RATE], passed,
+                        measured_by="latency stage")
 
 
 def _knee_gates(search: KneeSearch, slo: SloSpec, metrics: dict[str, float]) -> list[Gate]:

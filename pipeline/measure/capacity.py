@@ -262,10 +262,12 @@ class SearchSettings:
 
     def first_threshold_rate(self, threshold_rps: float, start_rps: float) -> float:
         """The first rate held for the threshold: at or above it, no higher than the start
-        rate, and no lower than a rate a hold of the configured length (or span) has the
-        samples for (a lower one would only make the hold longer)."""
-        quick = 1.2 * self.hold_samples() / max(self.hold_s, self.hold_span_s)
-        return max(threshold_rps, min(start_rps, quick))
+        rate, and no lower than a rate one segment of the configured length has the
+        samples for (a lower one would only make the hold longer), nor above the rate
+        under which a hold waits for no span (so that one segment can decide)."""
+        quick = 1.2 * self.hold_samples() / self.hold_s
+        spanless = EPISODES_WEIGHED_UNDER * start_rps / self.start_fraction
+        return max(threshold_rps, min(start_rps, spanless, quick))
 
     def needed_budget(self, start_rps: float, threshold_rps: float | None) -> float:
         """A budget that fits the rate: the threshold holds (the first, and the threshold

@@ -2,10 +2,13 @@
 
 Concurrency doubles until a probe fails the SLO (or throughput stops growing,
 or the cap is reached); then the gap between the last good and the first bad
-load is bisected. The knee is the best passing probe of all of them (highest
-throughput, ties to the lower p99), never simply the last one: past the peak a
-server often does less at a higher p99. A search that passes at the cap while
-throughput still grows found no knee, only a lower bound on capacity.
+load is bisected. A search may start from a load already measured (the latency stage's
+concurrency, which passed its gates on a longer window than a probe's): the doubling
+continues above it, since every load below it met the SLO there too. The knee is the
+best passing probe of all of them (highest throughput, ties to the lower p99), never
+simply the last one: past the peak a server often does less at a higher p99. A search
+that passes at the cap while throughput still grows found no knee, only a lower bound on
+capacity.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ class ProbeOutcome:
     p99_ms: float
     error_rate: float
     passed: bool
+    # What measured it: a probe of this search, or the stage whose window it reuses.
+    measured_by: str = "probe"
 
 
 def best_passing(probes: list[ProbeOutcome]) -> ProbeOutcome | None:
@@ -56,7 +61,9 @@ class KneeSearch:
 
 
 def find_knee(probe: Callable[[int], ProbeOutcome], max_concurrency: int,
-              plateau_gain: float = 0.05, max_bisections: int = 3) -> KneeSearch:
+              plateau_gain: float = 0.05, max_bisections: int = 3,
+              measured: ProbeOutcome | None = None) -> KneeSearch:
+    """`measured`: a passing load below the cap already measured; the ramp starts above it."""
     search = KneeSearch()
 
     def measure(concurrency: int) -> ProbeOutcome:
@@ -67,6 +74,10 @@ def find_knee(probe: Callable[[int], ProbeOutcome], max_concurrency: int,
     last_good: ProbeOutcome | None = None
     bad: ProbeOutcome | None = None
     concurrency = 1
+    if measured is not None and measured.passed and measured.concurrency < max_concurrency:
+        search.probes.append(measured)
+        last_good = measured
+        concurrency = min(measured.concurrency * 2, max_concurrency)
     while True:
         outcome = measure(concurrency)
         if not outcome.passed:

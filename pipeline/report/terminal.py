@@ -110,7 +110,8 @@ def knee_table(record: RunRecord) -> Table | None:
     for column in ("concurrency", "throughput", "p99", "errors", "SLO"):
         table.add_column(column, justify="right")
     for probe in sorted(probes, key=lambda p: p[m.CONCURRENCY]):
-        table.add_row(str(probe[m.CONCURRENCY]), f"{probe[m.THROUGHPUT_RPS]:.0f}/s",
+        reused = " (latency stage)" if probe.get("measured_by") == "latency stage" else ""
+        table.add_row(f"{probe[m.CONCURRENCY]}{reused}", f"{probe[m.THROUGHPUT_RPS]:.0f}/s",
                       f"{probe[m.P99_MS]:.2f} ms", f"{probe[m.ERROR_RATE] * 100:.2f}%",
                       Text("met", style="green") if probe["passed"] else
                       Text("missed", style="red"))

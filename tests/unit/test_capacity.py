@@ -494,7 +494,8 @@ def test_a_block_over_the_slo_blocks_a_pass_until_the_hold_can_weigh_it() -> Non
 
 
 def test_the_sized_budget_fits_a_hold_at_the_threshold_after_a_miss_above_it() -> None:
-    # A slow threshold: 700 samples at 10/s take 84 s; the first hold is at 84/s (10 s).
+    # A slow threshold: 700 samples at 10/s take 84 s; the first hold is at 168/s, where
+    # one 5 s segment has them (under half the knee's throughput: no span waited for).
     spanned = replace(settings(budget_s=0.0, hold_s=5.0), hold_span_s=10.0)
     budget = spanned.needed_budget(200.0, 10.0)
     clock = FakeClock()
@@ -508,7 +509,7 @@ def test_the_sized_budget_fits_a_hold_at_the_threshold_after_a_miss_above_it() -
     search = find_capacity(missing_above_ten, settler(clock), 400.0,
                            replace(spanned, budget_s=budget), clock, threshold_rps=10.0)
     holds = [step for step in search.steps if step.hold]
-    assert [round(step.rate_rps) for step in holds[:2]] == [84, 10]
+    assert [round(step.rate_rps) for step in holds[:2]] == [168, 10]
     assert search.threshold_outcome == "held" and clock.now <= budget
 
 

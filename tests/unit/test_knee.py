@@ -113,3 +113,44 @@ def test_noise_around_the_plateau_threshold() -> None:
     search = find_knee(probe, max_concurrency=64)
     assert [p.concurrency for p in search.probes] == [1, 2, 4, 8]
     assert search.knee is not None and search.knee.concurrency == 4
+
+
+def test_a_measured_load_starts_the_ramp_above_it() -> None:
+    seen: list[int] = []
+
+    def probe(concurrency: int) -> ProbeOutcome:
+        seen.append(concurrency)
+        return ProbeOutcome(concurrency, 100.0 * min(concurrency, 32), 5.0, 0.0, True)
+
+    measured = ProbeOutcome(8, 790.0, 4.0, 0.0, True, measured_by="latency stage")
+    search = find_knee(probe, max_concurrency=128, measured=measured)
+    assert seen[0] == 16 and 1 not in seen
+    assert search.probes[0] is measured
+    assert search.best is not None and search.best.concurrency == 32
+
+
+def test_a_measured_load_that_missed_or_sits_at_the_cap_is_not_used() -> None:
+    seen: list[int] = []
+
+    def probe(concurrency: int) -> ProbeOutcome:
+        seen.append(concurrency)
+        return ProbeOutcome(concurrency, 100.0 * concurrency, 5.0, 0.0, concurrency <= 4)
+
+    missed = ProbeOutcome(8, 790.0, 80.0, 0.0, False, measured_by="latency stage")
+    find_knee(probe, max_concurrency=64, measured=missed)
+    assert seen[0] == 1
+    seen.clear()
+    at_cap = ProbeOutcome(8, 790.0, 4.0, 0.0, True, measured_by="latency stage")
+    find_knee(probe, max_concurrency=8, measured=at_cap)
+    assert seen[0] == 1
+
+
+def test_the_ramp_bisects_down_to_a_measured_load_when_the_next_misses() -> None:
+    def probe(concurrency: int) -> ProbeOutcome:
+        return ProbeOutcome(concurrency, 100.0 * concurrency, 5.0 if concurrency <= 11 else 90.0,
+                            0.0, concurrency <= 11)
+
+    measured = ProbeOutcome(8, 790.0, 4.0, 0.0, True, measured_by="latency stage")
+    search = find_knee(probe, max_concurrency=64, measured=measured)
+    assert [p.concurrency for p in search.probes] == [8, 16, 12, 10, 11]
+    assert search.best is not None and search.best.concurrency == 11
