@@ -37,7 +37,8 @@ def _publishes_to_s3(loaded: LoadedSpec, scope: Scope) -> bool:
 EXTRAS = (
     Extra("torchserve", "TorchServe (server.kind: torchserve)",
           ("ts", "model_archiver", "prometheus_client"),
-          lambda loaded, scope: scope.starts_server and loaded.spec.server.kind == "torchserve"),
+          # Measuring a running TorchServe reads its Prometheus metrics too.
+          lambda loaded, scope: loaded.spec.server.kind == "torchserve"),
     Extra("docker", "A serving image (server.runtime: docker or server.image.base)",
           ("docker",), lambda loaded, scope: scope.starts_server and needs_docker(loaded)),
     Extra("dvc", "A DVC model source (model.source.dvc)", ("dvc",),
