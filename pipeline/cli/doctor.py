@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile
 
@@ -46,7 +47,7 @@ def doctor(file: SpecFile = DEFAULT_SPEC,
             table.add_column(column)
         for check in checks:
             table.add_row(check.name, f"[{_STYLE[check.status]}]{check.status}[/]",
-                          check.detail)
+                          Text(check.detail))
         console = Console(highlight=False, soft_wrap=True,
                           width=None if sys.stdout.isatty() else 160)
         console.print(table)

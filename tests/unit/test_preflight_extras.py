@@ -60,3 +60,17 @@ def test_the_extras_are_the_ones_pyproject_declares() -> None:
         "optional-dependencies"]
     assert {extra.extra for extra in EXTRAS} <= set(declared)
     assert declared["all"] == ["serve-pipeline[torchserve,dvc,docker,onnx,s3,ray]"]
+
+
+def test_doctor_shows_the_pip_command_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`[torchserve]` is text in the doctor table, not a style tag Rich would swallow."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli.app import app
+
+    monkeypatch.setitem(sys.modules, "ts", None)
+    monkeypatch.setenv("COLUMNS", "200")
+    result = CliRunner().invoke(app, ["doctor", "-f",
+                                      str(REPO / "examples" / "torchserve" / "serve.yaml")])
+    assert result.exit_code == 2
+    assert "pip install 'serve-pipeline[torchserve]'" in result.output
