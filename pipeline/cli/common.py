@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from pipeline.release.identity import acting_identity, claimed_name
-from pipeline.release.pointers import Moved
-from pipeline.release.store.base import Store
+if TYPE_CHECKING:
+    from pipeline.release.pointers import Moved
+    from pipeline.release.store.base import Store
 
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 140)
 
@@ -25,11 +25,13 @@ DEFAULT_SPEC = Path("serve.yaml")
 
 
 def actor_name(by: str | None) -> str:
+    from pipeline.release.identity import claimed_name
     return claimed_name(by, os.environ)
 
 
 def acting(store: Store) -> dict[str, Any]:
     """Who runs this command (recorded in every audit event it writes)."""
+    from pipeline.release.identity import acting_identity
     return acting_identity(dict(os.environ), store)
 
 

@@ -12,13 +12,7 @@ from rich.console import Console
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile
 from pipeline.cli.github import job_summary
-from pipeline.compare.run import Options, run_compare
-from pipeline.compare.translate import parse_instances, parse_kinds
 from pipeline.errors import PipelineFailed
-from pipeline.report.sidebyside_html import render_sidebyside_html
-from pipeline.report.sidebyside_markdown import render_sidebyside_markdown
-from pipeline.report.sidebyside_terminal import render_sidebyside_terminal
-from pipeline.spec.loading import load_spec
 
 CompareFormat = Literal["terminal", "json", "html", "markdown"]
 
@@ -50,6 +44,12 @@ def compare(file: SpecFile = DEFAULT_SPEC,
     """Serve the spec with both server kinds, one at a time, and compare them in
     interleaved windows: throughput at the SLO, latency curves, cold start, memory,
     batching, the failure path, and a verdict with its confidence. Publishes nothing."""
+    from pipeline.compare.run import Options, run_compare
+    from pipeline.compare.translate import parse_instances, parse_kinds
+    from pipeline.report.sidebyside_html import render_sidebyside_html
+    from pipeline.report.sidebyside_markdown import render_sidebyside_markdown
+    from pipeline.report.sidebyside_terminal import render_sidebyside_terminal
+    from pipeline.spec.loading import load_spec
     kinds = parse_kinds(servers)
     loaded = load_spec(file)
     err = Console(stderr=True, highlight=False)

@@ -12,10 +12,9 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile
-from pipeline.preflight import Scope, most_serious, run_checks
-from pipeline.spec.loading import load_spec
 
 _STYLE = {"ok": "green", "failed": "bold red", "skipped": "dim"}
 
@@ -30,6 +29,8 @@ def doctor(file: SpecFile = DEFAULT_SPEC,
 
     Exit 0 when every check passes, else the exit code of the most serious problem
     (2 setup or spec, 3 store, 5 policy)."""
+    from pipeline.preflight import Scope, most_serious, run_checks
+    from pipeline.spec.loading import load_spec
     loaded = load_spec(file, env)
     started = time.monotonic()
     checks = run_checks(loaded, dict(os.environ), Scope.for_promotion(loaded, env))
@@ -46,7 +47,7 @@ def doctor(file: SpecFile = DEFAULT_SPEC,
             table.add_column(column)
         for check in checks:
             table.add_row(check.name, f"[{_STYLE[check.status]}]{check.status}[/]",
-                          check.detail)
+                          Text(check.detail))
         console = Console(highlight=False, soft_wrap=True,
                           width=None if sys.stdout.isatty() else 160)
         console.print(table)

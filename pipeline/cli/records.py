@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.cli.github import job_summary
 from pipeline.errors import PipelineError, StoreError, UsageError
-from pipeline.record import RunRecord, load_run_record, runs_dir
-from pipeline.release.manifest import (
-    VerificationUnreadable,
-    read_manifest,
-    release_record,
-    verification_blob,
-)
-from pipeline.release.store import store_for
-from pipeline.report.formats import baseline_for, render
-from pipeline.spec.models import LoadedSpec
+
+if TYPE_CHECKING:
+    from pipeline.record import RunRecord
+    from pipeline.spec.models import LoadedSpec
 
 
 def write_reports(loaded: LoadedSpec, record: RunRecord, run_dir: Path) -> None:
     """report.html beside the record (after the run: never inside a measurement window),
     and the job summary when running in GitHub Actions."""
+    from pipeline.release.store import store_for
+    from pipeline.report.formats import baseline_for, render
     try:
         baseline = baseline_for(store_for(loaded), loaded.spec.name, record)
     except PipelineError:
@@ -32,6 +29,14 @@ def write_reports(loaded: LoadedSpec, record: RunRecord, run_dir: Path) -> None:
 
 
 def find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:
+    from pipeline.record import load_run_record, runs_dir
+    from pipeline.release.manifest import (
+        VerificationUnreadable,
+        read_manifest,
+        release_record,
+        verification_blob,
+    )
+    from pipeline.release.store import store_for
     if (runs_dir(loaded.workspace) / identifier / "record.json").is_file():
         return load_run_record(loaded.workspace, identifier)
     store = store_for(loaded)

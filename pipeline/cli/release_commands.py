@@ -21,19 +21,7 @@ from pipeline.cli.common import (
     out,
     print_move,
 )
-from pipeline.cli.records import find_record
 from pipeline.errors import UsageError
-from pipeline.release.approve import approve_release
-from pipeline.release.catalog import release_rows
-from pipeline.release.chain import approval_environment, unsigned_approvals
-from pipeline.release.offline import approver_keys_by_environment, verify_release_offline
-from pipeline.release.pointers import read_pointer
-from pipeline.release.policy import promotion_needs, rollback
-from pipeline.release.signing.keys import APPROVAL_KEY_ENV, FileSigner
-from pipeline.release.store import store_for
-from pipeline.release.verify import verify_store
-from pipeline.report.terminal import render_terminal
-from pipeline.spec.loading import load_spec
 
 
 def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
@@ -48,6 +36,12 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
                         "--yes", help="Do not ask (scripts, CI).")] = False) -> None:
     """Show RELEASE_ID's verification report and sign an approval of it for an environment:
     a statement over its manifest's digest and the environment, signed with --key."""
+    from pipeline.cli.records import find_record
+    from pipeline.release.approve import approve_release
+    from pipeline.release.signing.keys import APPROVAL_KEY_ENV, FileSigner
+    from pipeline.release.store import store_for
+    from pipeline.report.terminal import render_terminal
+    from pipeline.spec.loading import load_spec
     loaded = load_spec(file, env)
     store = store_for(loaded)
     key_path = key or (Path(os.environ[APPROVAL_KEY_ENV]) if os.environ.get(APPROVAL_KEY_ENV)
@@ -77,6 +71,9 @@ def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
 
     Anything else (a release never live there, or one a rollback moved away from) is
     refused: promote it instead, through every check of the environment's policy."""
+    from pipeline.release.policy import promotion_needs, rollback
+    from pipeline.release.store import store_for
+    from pipeline.spec.loading import load_spec
     loaded = load_spec(file, environment)
     store = store_for(loaded)
     moved = rollback(store, loaded.spec.name, environment, to, actor_name(by),
@@ -88,6 +85,9 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
             output: Annotated[Literal["table", "json"], typer.Option("--format")] = "table",
             ) -> None:
     """What happened to ENVIRONMENT: every promote and rollback, newest last."""
+    from pipeline.release.pointers import read_pointer
+    from pipeline.release.store import store_for
+    from pipeline.spec.loading import load_spec
     loaded = load_spec(file, environment)
     store = store_for(loaded)
     pointer, _ = read_pointer(store, loaded.spec.name, environment)
@@ -119,6 +119,11 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
                  ) -> None:
     """Check every manifest's blobs (digests), every pointer and its audit entries;
     read-only unless --repair."""
+    from pipeline.release.chain import unsigned_approvals
+    from pipeline.release.offline import approver_keys_by_environment
+    from pipeline.release.store import store_for
+    from pipeline.release.verify import verify_store
+    from pipeline.spec.loading import load_spec
     loaded = load_spec(file, env)
     store = store_for(loaded)
     check = verify_store(store, repair=repair)
@@ -141,6 +146,9 @@ def releases_command(file: SpecFile = DEFAULT_SPEC,
                      output: Annotated[Literal["table", "json"], typer.Option("--format")] =
                      "table") -> None:
     """The spec's releases in the store, oldest first, with where each is current."""
+    from pipeline.release.catalog import release_rows
+    from pipeline.release.store import store_for
+    from pipeline.spec.loading import load_spec
     loaded = load_spec(file, None)
     store = store_for(loaded)
     name = loaded.spec.name
@@ -174,6 +182,8 @@ def verify_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
                    "table") -> None:
     """Verify RELEASE_ID offline: every blob re-hashed, the signed attestation over them,
     and every approval's signature and binding, with public keys only."""
+    from pipeline.release.chain import approval_environment
+    from pipeline.release.offline import verify_release_offline
     store, chain = verify_release_offline(file, release_id, store_url, public_key or [], env)
     if output == "json":
         sys.stdout.write(json.dumps(chain.to_json(), indent=2) + "\n")

@@ -9,11 +9,7 @@ import typer
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile, out
 from pipeline.cli.github import job_summary
-from pipeline.cli.records import find_record
-from pipeline.release.store import store_for
-from pipeline.report.formats import Format, baseline_for, render
-from pipeline.report.terminal import render_terminal
-from pipeline.spec.loading import load_spec
+from pipeline.report.formats import Format
 
 
 def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID")],
@@ -23,6 +19,11 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
                "(also appended to $GITHUB_STEP_SUMMARY when set)")] = "terminal",
            ) -> None:
     """Show a run's record, or the record a release was verified with."""
+    from pipeline.cli.records import find_record
+    from pipeline.release.store import store_for
+    from pipeline.report.formats import baseline_for, render
+    from pipeline.report.terminal import render_terminal
+    from pipeline.spec.loading import load_spec
     loaded = load_spec(file, None)
     record = find_record(loaded, identifier)
     if output == "terminal":

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,21 +19,12 @@ from pipeline.cli.common import (
     out,
     print_move,
 )
-from pipeline.cli.progress import ProgressView
-from pipeline.cli.records import write_reports
-from pipeline.context import RunContext
 from pipeline.errors import Interrupted, PipelineFailed, UsageError
-from pipeline.model.source import resolve_model_source
-from pipeline.record import runs_dir
-from pipeline.release.policy import Decision, commit, decide_new_release, decide_promotion
-from pipeline.release.store import store_for
-from pipeline.report.terminal import render_terminal
-from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
-from pipeline.servers.base import ModelServer
-from pipeline.servers.torchserve.server import TorchServeEndpoint
-from pipeline.servers.triton.server import TritonEndpoint
-from pipeline.spec.loading import load_spec
-from pipeline.spec.models import LoadedSpec
+
+if TYPE_CHECKING:
+    from pipeline.release.policy import Decision
+    from pipeline.servers.base import ModelServer
+    from pipeline.spec.models import LoadedSpec
 
 
 def _execute(file: Path, environment: str | None, promote_to: str | None, by: str | None,
@@ -42,6 +33,14 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
              selected: frozenset[str] | None = None,
              attach: Callable[[LoadedSpec], ModelServer] | None = None,
              ray_address: str | None = None) -> None:
+    from pipeline.cli.progress import ProgressView
+    from pipeline.cli.records import write_reports
+    from pipeline.context import RunContext
+    from pipeline.model.source import resolve_model_source
+    from pipeline.record import runs_dir
+    from pipeline.report.terminal import render_terminal
+    from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
+    from pipeline.spec.loading import load_spec
     loaded = load_spec(file, environment)
     stages_to_run(selected, attached=attach is not None)   # refuse a bad selection early
     run_id = new_run_id()
@@ -96,6 +95,9 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
     blobs and signed attestation, the environments it requires, this
     environment's gates on its recorded results, and signed approvals.
     """
+    from pipeline.release.policy import commit, decide_new_release, decide_promotion
+    from pipeline.release.store import store_for
+    from pipeline.spec.loading import load_spec
     loaded = load_spec(file, environment)
     if release is not None or loaded.policy.requires:
         store = store_for(loaded)
@@ -162,6 +164,8 @@ def measure(url: Annotated[str, typer.Option("--url", help="The running server: 
 
     The spec gives the model's name, tensors and the gates; the server kind is the spec's.
     """
+    from pipeline.servers.torchserve.server import TorchServeEndpoint
+    from pipeline.servers.triton.server import TritonEndpoint
 
     def attach(loaded: LoadedSpec) -> ModelServer:
         if loaded.spec.server.kind == "triton":

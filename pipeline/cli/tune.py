@@ -11,26 +11,18 @@ import time
 from typing import Annotated
 
 import typer
-from pydantic_core import PydanticCustomError
 from rich.console import Console
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile
 from pipeline.errors import Interrupted, PipelineFailed, UsageError
-from pipeline.preflight import PreflightFailed
-from pipeline.record import RunRecord, runs_dir, write_record
-from pipeline.release.manifest import iso, utc_now
-from pipeline.report.tune import recommended_yaml, render_tune_html, render_tune_table
-from pipeline.runner import new_run_id
-from pipeline.spec.loading import load_spec
-from pipeline.spec.units import parse_duration
-from pipeline.tune.record import tune_record
-from pipeline.tune.search import run_tune, settings_for
-from pipeline.tune.write import write_recommendation
 
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 140)
 
 
 def _budget_seconds(text: str | None) -> float | None:
+    from pydantic_core import PydanticCustomError
+
+    from pipeline.spec.units import parse_duration
     if text is None:
         return None
     try:
@@ -55,6 +47,15 @@ def tune_command(
 ) -> None:
     """Search the server's batching and instance settings for the highest throughput that
     meets every SLO gate; nothing is published or promoted."""
+    from pipeline.preflight import PreflightFailed
+    from pipeline.record import RunRecord, runs_dir, write_record
+    from pipeline.release.manifest import iso, utc_now
+    from pipeline.report.tune import recommended_yaml, render_tune_html, render_tune_table
+    from pipeline.runner import new_run_id
+    from pipeline.spec.loading import load_spec
+    from pipeline.tune.record import tune_record
+    from pipeline.tune.search import run_tune, settings_for
+    from pipeline.tune.write import write_recommendation
     seconds = _budget_seconds(budget)
     loaded = load_spec(file, env)
     settings = settings_for(loaded, seconds)

@@ -8,6 +8,7 @@ from pipeline.preflight.checks import Check, PreflightFailed
 from pipeline.preflight.disk import disk_checks
 from pipeline.preflight.docker import docker_checks
 from pipeline.preflight.dvc import dvc_checks
+from pipeline.preflight.extras import extra_checks, missing_extras
 from pipeline.preflight.gpu import gpu_checks
 from pipeline.preflight.load_workers import load_worker_checks
 from pipeline.preflight.ports import port_checks
@@ -19,16 +20,20 @@ from pipeline.spec.models import LoadedSpec
 
 def run_checks(loaded: LoadedSpec, env: Mapping[str, str], scope: Scope) -> list[Check]:
     """Every check, in a fixed order; those that do not apply are `skipped` with why.
-    Reads only: no server is started and nothing is written."""
-    checks = store_checks(loaded, scope)
+    Reads only: no server is started and nothing is written. A check whose optional part
+    is not installed is left out: the missing extra is the problem reported."""
+    absent = missing_extras(loaded, scope)
+    missing = {extra.extra for extra in absent}
+    checks = extra_checks(absent)
+    checks += [] if "s3" in missing else store_checks(loaded, scope)
     if scope.starts_server:
-        checks += server_checks(loaded, env)
+        checks += [] if "torchserve" in missing else server_checks(loaded, env)
         checks += port_checks(loaded)
-        checks += docker_checks(loaded, env)
+        checks += [] if "docker" in missing else docker_checks(loaded, env)
         checks += gpu_checks(loaded)
     else:
         checks.append(Check.skipped("server", "no server is started here"))
-    if scope.reads_source:
+    if scope.reads_source and "dvc" not in missing:
         checks += dvc_checks(loaded)
     checks += load_worker_checks(loaded, env)
     checks += disk_checks(loaded, scope)

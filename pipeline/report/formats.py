@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rich.console import Console
 
-from pipeline.record import RunRecord
-from pipeline.release.manifest import read_manifest, read_verification
-from pipeline.release.regression import live_release
-from pipeline.release.store.base import Store
-from pipeline.report.html import render_html
-from pipeline.report.markdown import render_markdown
-from pipeline.report.terminal import render_terminal
-from pipeline.report.tune import render_tune_html, render_tune_table
+if TYPE_CHECKING:
+    from pipeline.record import RunRecord
+    from pipeline.release.store.base import Store
+
 
 Format = Literal["terminal", "json", "html", "svg", "markdown"]
 
 
 def baseline_for(store: Store, name: str, record: RunRecord) -> RunRecord | None:
     """The release this run was compared with (the one live in its environment then)."""
+    from pipeline.release.manifest import read_manifest, read_verification
     comparison = record.details("publish").get("comparison")
     baseline_id = comparison.get("baseline_release_id") if isinstance(comparison, dict) \
         else None
@@ -35,6 +32,9 @@ def baseline_for(store: Store, name: str, record: RunRecord) -> RunRecord | None
 
 def render(record: RunRecord, fmt: Format, baseline: RunRecord | None = None,
            width: int = 140) -> str:
+    from pipeline.report.html import render_html
+    from pipeline.report.markdown import render_markdown
+    from pipeline.report.terminal import render_terminal
     if fmt == "json":
         return json.dumps(record.to_json(), indent=2) + "\n"
     if record.command == "tune" and isinstance(record.extra.get("tune"), dict):
@@ -52,6 +52,7 @@ def render(record: RunRecord, fmt: Format, baseline: RunRecord | None = None,
 
 def _render_tune(record: RunRecord, fmt: Format, width: int) -> str:
     """A tune run: its candidates table and chart (it ran no stages of its own)."""
+    from pipeline.report.tune import render_tune_html, render_tune_table
     body = record.to_json()
     if fmt == "html":
         return render_tune_html(body)
@@ -63,4 +64,4 @@ def _render_tune(record: RunRecord, fmt: Format, width: int) -> str:
     return f"```\n{text}```\n" if fmt == "markdown" else text
 
 
-__all__ = ["Format", "baseline_for", "live_release", "render"]
+__all__ = ["Format", "baseline_for", "render"]

@@ -9,7 +9,7 @@ slower end to end, beyond the 10% margin by more than the noise of its median.
 On a busy 2-core machine a window's percentiles move by 10-30% from one window to the
 next (the machine's own stalls): the A/A runs are judged on the median, throughput and
 errors against a 20% margin, which they must clear; at 10%, or on the tail, they can
-stay inconclusive through the cap (which refuses, as it should). The README's
+stay inconclusive through the cap (which refuses, as it should). The benchmarks page's
 benchmark measures how often."""
 
 from __future__ import annotations

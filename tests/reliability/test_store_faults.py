@@ -179,7 +179,7 @@ def test_the_proxy_forwards_chunked_puts_and_keeps_connections_alive(
 
 
 def test_attempts_counts_every_request(proxy: FaultProxy, url: str, tally: Tally) -> None:
-    """`S3Store(attempts=N)` (README: "5 attempts") must make N requests in all when
+    """`S3Store(attempts=N)` (docs/releases.md: "5 attempts") must make N requests in all when
     every one of them is throttled, not N + 1."""
     faulty = S3Store(url, endpoint_url=proxy.url, attempts=2)
     with proxy.faults(FaultRule(["slowdown"], probability=1.0, methods=["HEAD"])) as (rule,):

@@ -193,7 +193,7 @@ def listing_problems(target: Target) -> list[str]:
 
 
 def audit_gaps(store: Store) -> list[str]:
-    """Pointer events without their audit entry (README: one audit file per promote and
+    """Pointer events without their audit entry (docs/releases.md: one audit file per promote and
     rollback)."""
     pointer, _ = read_pointer(store, NAME, ENVIRONMENT)
     keys = set(store.list(f"audit/{NAME}/"))
@@ -326,7 +326,7 @@ def test_crash_at_each_write_boundary(target: Target, point: str, tally: Tally,
 
 def test_crash_between_pointer_and_audit_is_reported_then_repaired(
         target: Target, tally: Tally, tmp_path: Path) -> None:
-    """README: `audit/<name>/<timestamp>-<event>.json`, append-only, one file per
+    """docs/releases.md: `audit/<name>/<timestamp>-<event>.json`, append-only, one file per
     promote/rollback/approve. move_pointer replaces the pointer, then creates the audit
     entry: after a crash in between, store verify says so, and the next move rebuilds the
     entry from the event before it moves the pointer again."""

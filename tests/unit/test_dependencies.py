@@ -1,5 +1,6 @@
-"""Every runtime dependency declared in pyproject.toml is used: imported by the code (read
-from the source, nothing is imported), or found by it as a program or package path."""
+"""Every runtime dependency declared in pyproject.toml (the core and each feature's extra)
+is used: imported by the code (read from the source, nothing is imported), or found by it as
+a program or package path."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ def normalized(distribution: str) -> str:
 def declared_dependencies() -> set[str]:
     tomllib = pytest.importorskip("tomllib", reason="tomllib comes with Python 3.11")
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    features = [requirement for extra, requirements in project["optional-dependencies"].items()
+                if extra not in ("test", "all") for requirement in requirements]
     return {normalized(re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0])
-            for requirement in project["dependencies"]}
+            for requirement in [*project["dependencies"], *features]}
 
 
 def source_files() -> list[Path]:

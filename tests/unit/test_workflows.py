@@ -16,7 +16,7 @@ WORKFLOWS = REPO / ".github" / "workflows"
 ACTIONLINT_CONFIG = REPO / ".github" / "actionlint.yaml"
 RELEASE_OUTPUT = "${{ needs.staging.outputs.release_id }}"
 README_TEST_COMMAND = ("python3 -m venv .venv && .venv/bin/pip install -q --upgrade pip && "
-                       ".venv/bin/pip install torch==2.13.0 -e '.[test]' && "
+                       ".venv/bin/pip install torch==2.13.0 -e '.[all,test]' && "
                        ".venv/bin/python -m pytest")
 
 
@@ -66,13 +66,13 @@ def test_ci_runs_the_same_script_as_every_submission() -> None:
     assert isinstance(container, dict) and "bookworm" in str(container.get("image"))
     assert "--privileged" in str(container.get("options")), "dockerd needs --privileged"
     ci_run = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    for command in ("python -m pytest", "pip install torch==2.13.0 -e '.[test]'", "chromium",
+    for command in ("python -m pytest", "pip install torch==2.13.0 -e '.[all,test]'", "chromium",
                     ".ci/docker-up", ".ci/lint"):
         assert command in ci_run, f".ci/run does not run {command!r}"
     commands = [line.strip() for line in ci_run.splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
     lint = commands.index(".ci/lint")
-    install = next(i for i, line in enumerate(commands) if "-e '.[test]'" in line)
+    install = next(i for i, line in enumerate(commands) if "-e '.[all,test]'" in line)
     tests = next(i for i, line in enumerate(commands) if "python -m pytest" in line)
     assert install < lint < tests, ".ci/run: install, then .ci/lint, then the tests"
     assert commands[tests] == README_TEST_COMMAND, "the last step is the README's command"

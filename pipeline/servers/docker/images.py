@@ -5,7 +5,7 @@ labels that carry the model, artifact, config and spec digests. It is a
 deterministic tar (sorted entries, fixed times and owners), so the same inputs
 give the same context and Docker's build cache gives the same image on the same
 daemon; across fresh daemons Docker stamps creation times, so image digests
-differ there (a limit of the legacy builder, noted in the README).
+differ there (a limit of the legacy builder, noted in docs/serving-images.md).
 """
 
 from __future__ import annotations
