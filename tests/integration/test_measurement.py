@@ -108,16 +108,24 @@ def test_open_loop_keeps_its_schedule(request: pytest.FixtureRequest, which: str
                                       arrivals: str) -> None:
     server, loaded = request.getfixturevalue(which)
     target = server.infer_request(one_item(server, loaded))
-    result = asyncio.run(open_loop(target, [Phase("steady", 100.0, 3.0)], 10.0,
-                                   arrivals=arrivals, seed=7))
-    steady = result.phases["steady"]
-    sent = steady.completed + steady.error_count
-    assert steady.error_count == 0
-    if arrivals == "constant":
-        assert sent == 300
-    else:
-        assert 240 <= sent <= 360            # Poisson(300): well inside 3.5 sigma
-    assert not result.client_bound and result.lag_p99_us < 20_000
+    # The schedule is judged as the pipeline judges a window: one the client could not
+    # drive (a busy machine starved it) is measured again, up to three times in all. A
+    # generator that sends late by design misses in every attempt.
+    lags = []
+    for _ in range(3):
+        result = asyncio.run(open_loop(target, [Phase("steady", 100.0, 3.0)], 10.0,
+                                       arrivals=arrivals, seed=7))
+        steady = result.phases["steady"]
+        sent = steady.completed + steady.error_count
+        assert steady.error_count == 0
+        if arrivals == "constant":
+            assert sent == 300
+        else:
+            assert 240 <= sent <= 360            # Poisson(300): well inside 3.5 sigma
+        lags.append(result.lag_p99_us)
+        if not result.client_bound:
+            break
+    assert not result.client_bound and result.lag_p99_us < 20_000, lags
 
 
 def test_measure_a_running_triton(triton: tuple[ModelServer, LoadedSpec],
