@@ -23,6 +23,7 @@ from pipeline.servers.docker.images import ImageDigests, torchserve_context, tri
 from pipeline.servers.triton.tensorrt import build_engine
 
 NAME = "build"
+USES_SERVER = False
 
 
 def _restore(ctx: RunContext) -> BuiltArtifact:

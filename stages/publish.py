@@ -23,6 +23,7 @@ from pipeline.release.store.base import Store
 from pipeline.results import Gate, StageResult, Status
 
 NAME = "publish"
+USES_SERVER = False
 RECORDED_BASIS = "against a recorded run of another day"
 
 
