@@ -18,7 +18,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pipeline import metric_names as m
 from pipeline.errors import UsageError
+from pipeline.outcomes.latency import LatencyOutcome
+from pipeline.outcomes.saturation import SaturationOutcome
 from pipeline.results import Gate, StageResult, finite
 
 STATE_DIR = ".serve-pipeline"
@@ -96,6 +99,14 @@ class RunRecord:
         """The stage's finite numeric metrics; empty when the stage is not in the record."""
         stage = self.stage(stage_name)
         return stage.finite_metrics() if stage is not None else {}
+
+    def latency(self) -> LatencyOutcome:
+        """The latency stage's metrics, typed (every field None without the stage)."""
+        return LatencyOutcome.from_json(self.metrics(m.LATENCY_STAGE))
+
+    def saturation(self) -> SaturationOutcome:
+        """The saturation stage's metrics, typed (every field None without the stage)."""
+        return SaturationOutcome.from_json(self.metrics(m.SATURATION_STAGE))
 
     def details(self, stage_name: str) -> dict[str, Any]:
         stage = self.stage(stage_name)

@@ -160,12 +160,12 @@ class CandidateRecord:
 
 
 def read_candidate(record: RunRecord) -> CandidateRecord:
-    latency = record.metrics(m.LATENCY_STAGE)
-    saturation = record.metrics(m.SATURATION_STAGE)
-    if m.CAPACITY_RPS in saturation:
-        throughput, source = saturation[m.CAPACITY_RPS], m.CAPACITY_RPS
-    elif m.KNEE_THROUGHPUT_RPS in saturation:
-        throughput, source = saturation[m.KNEE_THROUGHPUT_RPS], m.KNEE_THROUGHPUT_RPS
+    latency, saturation = record.latency(), record.saturation()
+    throughput: float | None
+    if saturation.capacity_rps is not None:
+        throughput, source = saturation.capacity_rps, m.CAPACITY_RPS
+    elif saturation.knee_throughput_rps is not None:
+        throughput, source = saturation.knee_throughput_rps, m.KNEE_THROUGHPUT_RPS
     else:
         throughput, source = None, "none"
     failed = [f"{gate.name} {gate.outcome}: observed {_show(gate.observed)} vs "
@@ -174,8 +174,8 @@ def read_candidate(record: RunRecord) -> CandidateRecord:
     bad = record.first_failed_stage()
     message = f"{bad.name}: {bad.message}" if bad else "all gates passed"
     return CandidateRecord(record.status == "passed", throughput, source,
-                           latency.get(m.P99_MS), latency.get(m.THROUGHPUT_RPS),
-                           latency.get(m.SERVER_RSS_MB), latency.get(m.SERVER_GPU_MB),
+                           latency.p99_ms, latency.throughput_rps,
+                           latency.server_rss_mb, latency.server_gpu_mb,
                            failed, message)
 
 
