@@ -17,6 +17,7 @@ from typing import Final
 
 # The stages whose metrics are compared and watched.
 READINESS_STAGE: Final = "readiness"
+PARITY_STAGE: Final = "parity"
 LATENCY_STAGE: Final = "latency"
 SATURATION_STAGE: Final = "saturation"
 # The side-by-side regression check: per watched metric `<metric>_live`,
@@ -69,6 +70,7 @@ SERVER_PSS_MB: Final = "server_pss_mb"
 SERVER_GPU_MB: Final = "server_gpu_mb"
 SERVER_PROCESSES: Final = "server_processes"
 COLD_RSS_MB: Final = "cold_rss_mb"
+COLD_START_S: Final = "cold_start_s"
 SERVER_RSS_BEFORE_MB: Final = "server_rss_before_mb"
 MEMORY_GROWTH_MB: Final = "memory_growth_mb"
 
