@@ -22,7 +22,7 @@ from pipeline import metric_names as m
 from pipeline.errors import UsageError
 from pipeline.outcomes.latency import LatencyOutcome
 from pipeline.outcomes.saturation import SaturationOutcome
-from pipeline.results import Gate, StageResult, finite
+from pipeline.results import Gate, StageResult, Status, finite
 
 STATE_DIR = ".serve-pipeline"
 RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
@@ -120,7 +120,7 @@ class RunRecord:
         return next((gate for _, gate in self.gates() if gate.name == name), None)
 
     def first_failed_stage(self) -> StageResult | None:
-        return next((stage for stage in self.stages if stage.status.value == "failed"), None)
+        return next((stage for stage in self.stages if stage.status is Status.FAILED), None)
 
     # -- JSON ----------------------------------------------------------------------------
 

@@ -12,14 +12,18 @@ import pytest
 
 from pipeline import metric_names as m
 from pipeline.outcomes.base import MetricsOutcome
+from pipeline.outcomes.build import BuildOutcome
 from pipeline.outcomes.latency import LatencyOutcome
 from pipeline.outcomes.parity import ParityOutcome
+from pipeline.outcomes.publish import UploadOutcome
 from pipeline.outcomes.readiness import ReadinessOutcome
 from pipeline.outcomes.saturation import SaturationOutcome
 
 DATA = Path(__file__).parent / "data"
 RECORDS = sorted(path.name for path in DATA.glob("record_*.json"))
-OUTCOMES: dict[str, type[MetricsOutcome]] = {m.READINESS_STAGE: ReadinessOutcome,
+OUTCOMES: dict[str, type[MetricsOutcome]] = {"build": BuildOutcome,
+                                             "publish": UploadOutcome,
+                                             m.READINESS_STAGE: ReadinessOutcome,
                                              m.PARITY_STAGE: ParityOutcome,
                                              m.LATENCY_STAGE: LatencyOutcome,
                                              m.SATURATION_STAGE: SaturationOutcome}
@@ -52,6 +56,12 @@ def test_stored_metrics_load_and_are_written_back_unchanged(record: str, stage: 
     assert list(outcome.to_json()) == [
         *(name for name in outcome.names() if name in stored),
         *(name for name in stored if name not in outcome.names())]
+
+
+def test_every_stored_metric_of_these_stages_has_a_field() -> None:
+    for record in RECORDS:
+        for stage in ("build", "publish", m.READINESS_STAGE, m.PARITY_STAGE):
+            assert not OUTCOMES[stage].from_json(stage_metrics(record, stage)).extra
 
 
 def test_fields_read_the_stored_values_and_unknown_names_are_kept() -> None:
