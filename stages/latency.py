@@ -150,7 +150,7 @@ def _window_details(measured: LoadResult, outcome: WindowRun[LoadResult, Judgeme
         "window_notes": outcome.notes(),
         "windows": [{m.THROUGHPUT_RPS: w.throughput, m.P99_MS: w.percentile_ms(99),
                      m.P95_MS: w.percentile_ms(95), m.P50_MS: w.percentile_ms(50),
-                     "requests": w.requests, "kept": index in outcome.kept,
+                     m.REQUESTS: w.requests, "kept": index in outcome.kept,
                      "client_wait_ms": None if w.client_wait_s is None
                      else w.client_wait_s * 1e3}
                     for index, w in enumerate(outcome.measured)],

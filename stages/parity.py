@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
 from pipeline.measure.memory import process_tree_memory
@@ -247,7 +248,7 @@ class MemoryWatch:
 
     def _rss_mb(self) -> float | None:
         tree = self.server.process_tree()
-        return process_tree_memory(tree)["server_rss_mb"] if tree else None
+        return process_tree_memory(tree)[m.SERVER_RSS_MB] if tree else None
 
     def _sample(self) -> None:
         while not self._done.wait(0.05):

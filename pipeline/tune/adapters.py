@@ -19,6 +19,7 @@ from pipeline.errors import UsageError
 from pipeline.model.source import resolve_model_source
 from pipeline.preflight import Scope, require_ready
 from pipeline.record import RunRecord
+from pipeline.results import GateOutcome
 from pipeline.runner import run_pipeline
 from pipeline.servers import server_kind
 from pipeline.servers.base import ModelServer
@@ -170,7 +171,7 @@ def read_candidate(record: RunRecord) -> CandidateRecord:
         throughput, source = None, "none"
     failed = [f"{gate.name} {gate.outcome}: observed {_show(gate.observed)} vs "
               f"{gate.comparison} {_show(gate.threshold)}{gate.unit}"
-              for _, gate in record.gates() if gate.outcome != "passed"]
+              for _, gate in record.gates() if gate.outcome is not GateOutcome.PASSED]
     bad = record.first_failed_stage()
     message = f"{bad.name}: {bad.message}" if bad else "all gates passed"
     return CandidateRecord(record.status == "passed", throughput, source,
