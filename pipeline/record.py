@@ -65,7 +65,7 @@ class RunRecord:
 
     schema: int = RECORD_SCHEMA
     run_id: str | None = None
-    status: str | None = None
+    status: str | None = None       # a RunStatus from a run; as stored when read
     command: str | None = None
     name: str | None = None
     environment: str | None = None

@@ -32,6 +32,20 @@ class GateOutcome(str, Enum):
         return format(self.value, format_spec)
 
 
+class RunStatus(str, Enum):
+    """A whole run's status in its record: running until every stage has a result."""
+
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, format_spec: str) -> str:
+        return format(self.value, format_spec)
+
+
 GATE_OUTCOMES: Final = tuple(outcome.value for outcome in GateOutcome)
 # The constructor's default: the outcome follows `passed` (a gate with no interval).
 _FROM_PASSED: Final = cast(GateOutcome, "")

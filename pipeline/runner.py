@@ -19,7 +19,7 @@ from pipeline.preflight import PreflightFailed, Scope, require_ready
 from pipeline.provenance import git_state
 from pipeline.record import RunRecord, ServerInfo, write_record
 from pipeline.release.manifest import iso, utc_now
-from pipeline.results import StageResult, Status
+from pipeline.results import RunStatus, StageResult, Status
 from pipeline.stage import Stage
 from stages import (
     build,
@@ -108,7 +108,7 @@ GitState = Callable[[Path], dict[str, Any] | None]
 def _new_record(ctx: RunContext, command: str, selected: frozenset[str] | None,
                 git: GitState) -> RunRecord:
     return RunRecord(
-        run_id=ctx.run_id, status="running", command=command, name=ctx.loaded.spec.name,
+        run_id=ctx.run_id, status=RunStatus.RUNNING, command=command, name=ctx.loaded.spec.name,
         environment=ctx.loaded.environment, spec_file=str(ctx.loaded.path),
         spec_files=list(ctx.loaded.files), spec_digest=ctx.loaded.digest,
         started_at=iso(utc_now()), tool_version=__version__,
@@ -128,7 +128,7 @@ def _finish_record(record: RunRecord, ctx: RunContext, interrupted: bool,
         record.model = {"source": ctx.model_source.description,
                         "provenance": ctx.model_source.provenance,
                         "sha256": ctx.build.model_digest if ctx.build else None}
-    record.status = "passed" if passed else "failed"
+    record.status = RunStatus.PASSED if passed else RunStatus.FAILED
     record.finished_at = iso(utc_now())
     record.duration_s = duration_s
     record.release_id = ctx.release_id

@@ -19,7 +19,7 @@ from pipeline.errors import UsageError
 from pipeline.model.source import resolve_model_source
 from pipeline.preflight import Scope, require_ready
 from pipeline.record import RunRecord
-from pipeline.results import GateOutcome
+from pipeline.results import GateOutcome, RunStatus
 from pipeline.runner import run_pipeline
 from pipeline.servers import server_kind
 from pipeline.servers.base import ModelServer
@@ -174,7 +174,7 @@ def read_candidate(record: RunRecord) -> CandidateRecord:
               for _, gate in record.gates() if gate.outcome is not GateOutcome.PASSED]
     bad = record.first_failed_stage()
     message = f"{bad.name}: {bad.message}" if bad else "all gates passed"
-    return CandidateRecord(record.status == "passed", throughput, source,
+    return CandidateRecord(record.status == RunStatus.PASSED, throughput, source,
                            latency.p99_ms, latency.throughput_rps,
                            latency.server_rss_mb, latency.server_gpu_mb,
                            failed, message)

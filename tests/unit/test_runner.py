@@ -15,7 +15,7 @@ import pytest
 from pipeline.context import RunContext
 from pipeline.errors import StoreError, UsageError
 from pipeline.record import RunRecord
-from pipeline.results import StageResult, Status
+from pipeline.results import RunStatus, StageResult, Status
 from pipeline.runner import STAGES, run_pipeline, stages_to_run
 from pipeline.spec.loading import load_spec
 from pipeline.stage import Stage
@@ -85,7 +85,7 @@ def test_stages_run_in_order_and_the_record_says_so(ctx: RunContext) -> None:
                        third=passes("third"))
     record = run_pipeline(ctx, git=no_git, stages=stages)
     assert log == ["first", "second", "third"]
-    assert record.status == "passed" and [s.name for s in record.stages] == log
+    assert record.status is RunStatus.PASSED and [s.name for s in record.stages] == log
     assert all(s.status is Status.PASSED and s.exit_code is None for s in record.stages)
     stored = RunRecord.from_json(json.loads((ctx.run_dir / "record.json").read_text()))
     assert [s.name for s in stored.stages] == log and stored.status == "passed"
