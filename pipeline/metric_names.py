@@ -17,6 +17,7 @@ from typing import Final
 
 # The stages whose metrics are compared and watched.
 READINESS_STAGE: Final = "readiness"
+PARITY_STAGE: Final = "parity"
 LATENCY_STAGE: Final = "latency"
 SATURATION_STAGE: Final = "saturation"
 # The side-by-side regression check: per watched metric `<metric>_live`,
@@ -37,6 +38,8 @@ MEAN_MS: Final = "mean_ms"
 ERROR_RATE: Final = "error_rate"
 THROUGHPUT_RPS: Final = "throughput_rps"
 CLIENT_CPU_MS_PER_REQUEST: Final = "client_cpu_ms_per_request"
+REQUESTS: Final = "requests"
+ERRORS: Final = "errors"
 CONCURRENCY: Final = "concurrency"
 BATCH_SIZE: Final = "batch_size"
 
@@ -46,8 +49,18 @@ SERVER_COMPUTE_INPUT_US: Final = "server_compute_input_us"
 SERVER_COMPUTE_INFER_US: Final = "server_compute_infer_us"
 SERVER_COMPUTE_OUTPUT_US: Final = "server_compute_output_us"
 SERVER_INFERENCE_US: Final = "server_inference_us"
+SERVER_REQUESTS: Final = "server_requests"
+SERVER_EXECUTIONS: Final = "server_executions"
 SERVER_AVG_BATCH_SIZE: Final = "server_avg_batch_size"
+QUEUE_BUDGET_US: Final = "queue_budget_us"
 QUEUE_MEAN_BUDGET_US: Final = "queue_mean_budget_us"
+# How the latency stage's measurement went: samples behind the verdict, windows run and
+# kept, whether they settled (1.0) and the seconds to a verdict.
+LATENCY_SAMPLES: Final = "latency_samples"
+WINDOWS: Final = "windows"
+WINDOWS_KEPT: Final = "windows_kept"
+STABILISED: Final = "stabilised"
+VERDICT_S: Final = "verdict_s"
 COMPUTE_METRICS: Final = (SERVER_COMPUTE_INPUT_US, SERVER_COMPUTE_INFER_US,
                           SERVER_COMPUTE_OUTPUT_US)
 
@@ -57,11 +70,19 @@ SERVER_PSS_MB: Final = "server_pss_mb"
 SERVER_GPU_MB: Final = "server_gpu_mb"
 SERVER_PROCESSES: Final = "server_processes"
 COLD_RSS_MB: Final = "cold_rss_mb"
+COLD_START_S: Final = "cold_start_s"
+SERVER_RSS_BEFORE_MB: Final = "server_rss_before_mb"
+MEMORY_GROWTH_MB: Final = "memory_growth_mb"
 
 # Saturation: the closed-loop knee, the open-loop capacity, the burst.
 KNEE_CONCURRENCY: Final = "knee_concurrency"
 KNEE_THROUGHPUT_RPS: Final = "knee_throughput_rps"
 KNEE_P99_MS: Final = "knee_p99_ms"
+PROBES: Final = "probes"
+KNEE_LOWER_BOUND: Final = "knee_lower_bound"      # 1.0: no knee up to the cap
+CAPACITY_STEPS: Final = "capacity_steps"
+CAPACITY_SEARCH_S: Final = "capacity_search_s"
+CAPACITY_LOWER_BOUND: Final = "capacity_lower_bound"
 CAPACITY_RPS: Final = "capacity_rps"
 CAPACITY_P99_MS: Final = "capacity_p99_ms"
 BURST_RATE_RPS: Final = "burst_rate_rps"

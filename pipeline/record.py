@@ -18,8 +18,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pipeline import metric_names as m
 from pipeline.errors import UsageError
-from pipeline.results import Gate, StageResult, finite
+from pipeline.outcomes.latency import LatencyOutcome
+from pipeline.outcomes.saturation import SaturationOutcome
+from pipeline.results import Gate, StageResult, Status, finite
 
 STATE_DIR = ".serve-pipeline"
 RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
@@ -62,7 +65,7 @@ class RunRecord:
 
     schema: int = RECORD_SCHEMA
     run_id: str | None = None
-    status: str | None = None
+    status: str | None = None       # a RunStatus from a run; as stored when read
     command: str | None = None
     name: str | None = None
     environment: str | None = None
@@ -97,6 +100,14 @@ class RunRecord:
         stage = self.stage(stage_name)
         return stage.finite_metrics() if stage is not None else {}
 
+    def latency(self) -> LatencyOutcome:
+        """The latency stage's metrics, typed (every field None without the stage)."""
+        return LatencyOutcome.from_json(self.metrics(m.LATENCY_STAGE))
+
+    def saturation(self) -> SaturationOutcome:
+        """The saturation stage's metrics, typed (every field None without the stage)."""
+        return SaturationOutcome.from_json(self.metrics(m.SATURATION_STAGE))
+
     def details(self, stage_name: str) -> dict[str, Any]:
         stage = self.stage(stage_name)
         return stage.details if stage is not None else {}
@@ -109,7 +120,7 @@ class RunRecord:
         return next((gate for _, gate in self.gates() if gate.name == name), None)
 
     def first_failed_stage(self) -> StageResult | None:
-        return next((stage for stage in self.stages if stage.status.value == "failed"), None)
+        return next((stage for stage in self.stages if stage.status is Status.FAILED), None)
 
     # -- JSON ----------------------------------------------------------------------------
 

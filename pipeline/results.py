@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Final, cast
 
 
 class Status(str, Enum):
@@ -17,7 +17,38 @@ class Status(str, Enum):
     UNKNOWN = "unknown"       # read from a record that did not say (never produced by a run)
 
 
-GATE_OUTCOMES = ("passed", "failed", "inconclusive")
+class GateOutcome(str, Enum):
+    """How a gate was decided. A `str` so records, reports and older callers that compare
+    it with "passed" keep working; `str()` and f-strings give the value."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    INCONCLUSIVE = "inconclusive"    # the evidence decided neither way
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, format_spec: str) -> str:
+        return format(self.value, format_spec)
+
+
+class RunStatus(str, Enum):
+    """A whole run's status in its record: running until every stage has a result."""
+
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, format_spec: str) -> str:
+        return format(self.value, format_spec)
+
+
+GATE_OUTCOMES: Final = tuple(outcome.value for outcome in GateOutcome)
+# The constructor's default: the outcome follows `passed` (a gate with no interval).
+_FROM_PASSED: Final = cast(GateOutcome, "")
 
 
 @dataclass(frozen=True)
@@ -36,16 +67,16 @@ class Gate:
     passed: bool
     comparison: str = ""
     unit: str = ""
-    outcome: str = ""
+    outcome: GateOutcome = _FROM_PASSED
     interval: tuple[float | None, float | None] | None = None
     samples: int | None = None
     reason: str = ""
 
     def __post_init__(self) -> None:
-        outcome = self.outcome or ("passed" if self.passed else "failed")
-        if outcome not in GATE_OUTCOMES or self.passed != (outcome == "passed"):
-            raise ValueError(f"gate {self.name}: outcome {outcome!r} with passed={self.passed}")
-        object.__setattr__(self, "outcome", outcome)
+        given = self.outcome or ("passed" if self.passed else "failed")
+        if given not in GATE_OUTCOMES or self.passed != (given == "passed"):
+            raise ValueError(f"gate {self.name}: outcome {given!r} with passed={self.passed}")
+        object.__setattr__(self, "outcome", GateOutcome(given))
         if self.interval is not None:
             object.__setattr__(self, "interval", (self.interval[0], self.interval[1]))
 
@@ -54,8 +85,9 @@ class Gate:
                 comparison: str, unit: str, interval: tuple[float | None, float | None],
                 samples: int, reason: str) -> Gate:
         """A gate decided on a confidence interval rather than on the observed value."""
-        return cls(name, observed, threshold, outcome == "passed", comparison, unit,
-                   outcome, interval, samples, reason)
+        decided = GateOutcome(outcome)
+        return cls(name, observed, threshold, decided is GateOutcome.PASSED, comparison, unit,
+                   decided, interval, samples, reason)
 
     @classmethod
     def at_most(cls, name: str, observed: float, threshold: float, unit: str = "") -> Gate:
@@ -79,7 +111,8 @@ class Gate:
         samples = finite(body.get("samples"))
         return cls(str(body.get("name", "?")), _scalar(body.get("observed")),
                    _scalar(body.get("threshold")), outcome == "passed",
-                   str(body.get("comparison") or ""), str(body.get("unit") or ""), outcome,
+                   str(body.get("comparison") or ""), str(body.get("unit") or ""),
+                   GateOutcome(outcome),
                    interval, None if samples is None else int(samples),
                    str(body.get("reason") or ""))
 
@@ -143,8 +176,15 @@ class Artifact:
     size: int
 
 
+# Where a stage's exit code is stored in record.json (inside `details`, as it always was).
+EXIT_CODE_KEY: Final = "exit_code"
+
+
 @dataclass
 class StageResult:
+    """One stage's result. `exit_code` is the exit code of the error that failed it (None
+    when it ran to a verdict); record.json keeps it in `details` as it always has."""
+
     name: str
     status: Status
     message: str = ""
@@ -153,6 +193,7 @@ class StageResult:
     gates: list[Gate] = field(default_factory=list)
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    exit_code: int | None = None
 
     @classmethod
     def judged(cls, name: str, gates: list[Gate], passed_message: str,
@@ -177,7 +218,12 @@ class StageResult:
 
     def to_json(self) -> dict[str, Any]:
         body = asdict(self)
+        del body["exit_code"]
         body["status"] = self.status.value
+        for gate in body["gates"]:
+            gate["outcome"] = GateOutcome(gate["outcome"]).value
+        if self.exit_code is not None:
+            body["details"][EXIT_CODE_KEY] = self.exit_code
         return body
 
     @classmethod
@@ -190,6 +236,11 @@ class StageResult:
         artifacts = body.get("artifacts")
         details = body.get("details")
         duration = finite(body.get("duration_s"))
+        details = dict(details) if isinstance(details, Mapping) else {}
+        exit_code = details.get(EXIT_CODE_KEY)
+        if isinstance(exit_code, bool) or not isinstance(exit_code, int):
+            exit_code = None
+        details.pop(EXIT_CODE_KEY) if exit_code is not None else None
         return cls(
             name=str(body.get("name", "?")),
             status=Status(status) if status in Status._value2member_map_ else Status.UNKNOWN,
@@ -204,7 +255,8 @@ class StageResult:
                                           int(finite(value.get("size")) or 0))
                        for key, value in artifacts.items() if isinstance(value, Mapping)}
             if isinstance(artifacts, Mapping) else {},
-            details=dict(details) if isinstance(details, Mapping) else {},
+            details=details,
+            exit_code=exit_code,
         )
 
     def finite_metrics(self) -> dict[str, float]:

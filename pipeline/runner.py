@@ -7,10 +7,10 @@ import platform
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from types import ModuleType
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Final, Protocol
 
 from pipeline import __version__
 from pipeline.context import RunContext
@@ -19,7 +19,8 @@ from pipeline.preflight import PreflightFailed, Scope, require_ready
 from pipeline.provenance import git_state
 from pipeline.record import RunRecord, ServerInfo, write_record
 from pipeline.release.manifest import iso, utc_now
-from pipeline.results import StageResult, Status
+from pipeline.results import RunStatus, StageResult, Status
+from pipeline.stage import Stage
 from stages import (
     build,
     latency,
@@ -31,8 +32,9 @@ from stages import (
     start,
 )
 
-STAGES: tuple[ModuleType, ...] = (build, start, readiness, parity, latency, saturation,
-                                  regression, publish)
+# The stages in run order; each module satisfies `Stage` (mypy checks it here).
+STAGES: Final[tuple[Stage, ...]] = (build, start, readiness, parity, latency, saturation,
+                                    regression, publish)
 
 
 class Observer(Protocol):
@@ -61,13 +63,12 @@ def _no_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _run_stage(stage: ModuleType, ctx: RunContext) -> StageResult:
+def _run_stage(stage: Stage, ctx: RunContext) -> StageResult:
     started = time.monotonic()
     try:
-        result: StageResult = stage.run(ctx)
+        result = stage.run(ctx)
     except PipelineError as exc:
-        result = StageResult(stage.NAME, Status.FAILED, str(exc),
-                             details={"exit_code": exc.exit_code})
+        result = StageResult(stage.NAME, Status.FAILED, str(exc), exit_code=exc.exit_code)
     except KeyboardInterrupt:
         result = StageResult(stage.NAME, Status.FAILED, "interrupted (Ctrl-C or SIGTERM)")
         result.duration_s = time.monotonic() - started
@@ -84,11 +85,12 @@ class _Interrupted(Exception):
 SELECTABLE = ("readiness", "parity", "latency", "saturation")
 
 
-def stages_to_run(selected: frozenset[str] | None, attached: bool) -> frozenset[str]:
+def stages_to_run(selected: frozenset[str] | None, attached: bool,
+                  stages: Sequence[Stage] = STAGES) -> frozenset[str]:
     """The stages a selection needs: server stages bring build, start and readiness along,
     unless the server is already running (then only readiness)."""
     if selected is None:
-        names = {stage.NAME for stage in STAGES}
+        names = {stage.NAME for stage in stages}
         return frozenset(names - {"build", "start"}) if attached else frozenset(names)
     unknown = sorted(selected - set(SELECTABLE))
     if unknown:
@@ -100,9 +102,13 @@ def stages_to_run(selected: frozenset[str] | None, attached: bool) -> frozenset[
     return frozenset(needed)
 
 
-def _new_record(ctx: RunContext, command: str, selected: frozenset[str] | None) -> RunRecord:
+GitState = Callable[[Path], dict[str, Any] | None]
+
+
+def _new_record(ctx: RunContext, command: str, selected: frozenset[str] | None,
+                git: GitState) -> RunRecord:
     return RunRecord(
-        run_id=ctx.run_id, status="running", command=command, name=ctx.loaded.spec.name,
+        run_id=ctx.run_id, status=RunStatus.RUNNING, command=command, name=ctx.loaded.spec.name,
         environment=ctx.loaded.environment, spec_file=str(ctx.loaded.path),
         spec_files=list(ctx.loaded.files), spec_digest=ctx.loaded.digest,
         started_at=iso(utc_now()), tool_version=__version__,
@@ -110,19 +116,19 @@ def _new_record(ctx: RunContext, command: str, selected: frozenset[str] | None) 
               "node": platform.node()},
         server=ServerInfo(kind=ctx.loaded.spec.server.kind, log="server.log"),
         selected_stages=sorted(selected) if selected is not None else None,
-        git=git_state(ctx.loaded.workspace),
+        git=git(ctx.loaded.workspace),
     )
 
 
 def _finish_record(record: RunRecord, ctx: RunContext, interrupted: bool,
-                   duration_s: float) -> None:
+                   duration_s: float, stage_count: int) -> None:
     """The verdict, and what the run produced, once every stage has a result."""
-    passed = _passed(ctx.results)
+    passed = _passed(ctx.results, stage_count)
     if ctx.model_source is not None:
         record.model = {"source": ctx.model_source.description,
                         "provenance": ctx.model_source.provenance,
                         "sha256": ctx.build.model_digest if ctx.build else None}
-    record.status = "passed" if passed else "failed"
+    record.status = RunStatus.PASSED if passed else RunStatus.FAILED
     record.finished_at = iso(utc_now())
     record.duration_s = duration_s
     record.release_id = ctx.release_id
@@ -142,25 +148,27 @@ def _preflight(ctx: RunContext, chosen: frozenset[str]) -> None:
 
 
 def run_pipeline(ctx: RunContext, observer: Observer | None = None,
-                 command: str = "run", selected: frozenset[str] | None = None) -> RunRecord:
-    """Run the stages and return the run record (also written to the run folder).
+                 command: str = "run", selected: frozenset[str] | None = None,
+                 stages: Sequence[Stage] = STAGES, git: GitState = git_state) -> RunRecord:
+    """Run `stages` in order and return the run record (also written to the run folder).
 
     `selected` limits the run to some stages (and what they need); the others are
-    recorded as skipped. A server already in `ctx.server` is measured as it is.
+    recorded as skipped. A server already in `ctx.server` is measured as it is. `git`
+    reads the workspace's commit for the record.
     """
-    chosen = stages_to_run(selected, attached=ctx.server is not None)
+    chosen = stages_to_run(selected, attached=ctx.server is not None, stages=stages)
     _preflight(ctx, chosen)
     watcher = observer or SilentObserver()
     started = time.monotonic()
-    record = _new_record(ctx, command, selected)
+    record = _new_record(ctx, command, selected, git)
     record_path = ctx.run_dir / "record.json"
     failure: str | None = None
     interrupted = False
     early_teardown: tuple[threading.Thread, float] | None = None
-    last_server_stage = max(i for i, s in enumerate(STAGES) if getattr(s, "USES_SERVER", False))
+    last_server_stage = max((i for i, s in enumerate(stages) if s.USES_SERVER), default=-1)
     try:
         try:
-            for index, stage in enumerate(STAGES):
+            for index, stage in enumerate(stages):
                 result, stopped = _stage_result(stage, ctx, chosen, selected, failure, watcher)
                 interrupted = interrupted or stopped
                 if result.status is Status.FAILED:
@@ -175,29 +183,29 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
         except KeyboardInterrupt:
             # Between two stages (no stage to catch it): interrupted all the same.
             interrupted = True
-            _abort_the_rest(ctx, record)
+            _abort_the_rest(ctx, record, stages)
     finally:
         record.teardown_s = _finish_teardown(ctx, early_teardown)
         if ctx.server is not None and ctx.server.process is not None:
             record.server.exit = ctx.server.process.describe_exit()
-        _finish_record(record, ctx, interrupted, time.monotonic() - started)
+        _finish_record(record, ctx, interrupted, time.monotonic() - started, len(stages))
         write_record(record_path, record)
     if interrupted:
         raise KeyboardInterrupt
     return record
 
 
-def _abort_the_rest(ctx: RunContext, record: RunRecord) -> None:
+def _abort_the_rest(ctx: RunContext, record: RunRecord, stages: Sequence[Stage]) -> None:
     """Every stage without a result yet is aborted by the interruption."""
     done = {result.name for result in record.stages}
-    for stage in STAGES:
+    for stage in stages:
         if stage.NAME not in done:
             result = StageResult(stage.NAME, Status.ABORTED, "aborted: interrupted")
             ctx.results.append(result)
             record.stages.append(result)
 
 
-def _stage_result(stage: ModuleType, ctx: RunContext, chosen: frozenset[str],
+def _stage_result(stage: Stage, ctx: RunContext, chosen: frozenset[str],
                   selected: frozenset[str] | None, failure: str | None,
                   watcher: Observer) -> tuple[StageResult, bool]:
     """The stage's result (skipped, aborted after a failure, or run), and whether it was
@@ -234,9 +242,9 @@ def _finish_teardown(ctx: RunContext, early: tuple[threading.Thread, float] | No
     return time.monotonic() - teardown_started
 
 
-def _passed(results: list[StageResult]) -> bool:
+def _passed(results: list[StageResult], stage_count: int) -> bool:
     return all(r.status in (Status.PASSED, Status.SKIPPED) for r in results) and \
-        len(results) == len(STAGES) and any(r.status is Status.PASSED for r in results)
+        len(results) == stage_count and any(r.status is Status.PASSED for r in results)
 
 
 def new_run_id(moment: Any = None) -> str:

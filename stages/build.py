@@ -14,6 +14,7 @@ from pipeline.context import RunContext
 from pipeline.digest import sha256_file
 from pipeline.errors import PipelineError
 from pipeline.model.source import ResolvedSource, resolve_model_source
+from pipeline.outcomes.build import BuildOutcome
 from pipeline.release.store import store_for
 from pipeline.results import Artifact, StageResult, Status
 from pipeline.servers import server_kind
@@ -23,6 +24,7 @@ from pipeline.servers.docker.images import ImageDigests, torchserve_context, tri
 from pipeline.servers.triton.tensorrt import build_engine
 
 NAME = "build"
+USES_SERVER = False
 
 
 def _restore(ctx: RunContext) -> BuiltArtifact:
@@ -107,8 +109,8 @@ def run(ctx: RunContext) -> StageResult:
         message += f"; image {ctx.image.tag} ({ctx.image.id[7:19]})"
     return StageResult(
         NAME, Status.PASSED, message,
-        metrics={"artifact_bytes": float(size),
-                 "model_bytes": float(artifact.model_file.stat().st_size)},
+        metrics=BuildOutcome(artifact_bytes=float(size),
+                             model_bytes=float(artifact.model_file.stat().st_size)).to_json(),
         artifacts={
             artifact.kind: Artifact(str(artifact.archive), artifact.digest, size),
             artifact.config_name: Artifact(artifact.config_name, artifact.config_digest,

@@ -10,6 +10,7 @@ batch sizes), and the memory of the server's process tree sampled through the wi
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from pipeline import metric_names as m
@@ -36,6 +37,7 @@ from pipeline.measure.windows import (
     load_target,
     server_memory,
 )
+from pipeline.outcomes.latency import LatencyOutcome
 from pipeline.results import Gate, StageResult
 from pipeline.servers.base import ModelServer, ServerStats
 from pipeline.spec.models import Spec
@@ -70,48 +72,54 @@ def run(ctx: RunContext) -> StageResult:
     memory, memory_notes = server_memory(server)
     stable = settled(outcome.windows, len(outcome.windows), stage.stability.tolerance.fraction)
     window_metrics = measured_windows.server_view.window_metrics()
-    metrics = {**measured.summary(), **window_metrics, **memory,
-               **interval_metrics(judgement.verdicts),
-               "concurrency": float(stage.concurrency), "batch_size": float(stage.batch_size),
-               "windows": float(len(outcome.measured)), "windows_kept": float(len(outcome.kept)),
-               "stabilised": 1.0 if stable else 0.0, "verdict_s": verdict_s,
-               "queue_budget_us": spec.slo.queue_budget().ms * 1e3}
-    if spec.slo.queue_mean is not None:
-        metrics["queue_mean_budget_us"] = spec.slo.queue_mean.ms * 1e3
+    measured_outcome = replace(
+        LatencyOutcome.from_json({**measured.summary(), **window_metrics, **memory,
+                                  **interval_metrics(judgement.verdicts)}),
+        concurrency=float(stage.concurrency), batch_size=float(stage.batch_size),
+        windows=float(len(outcome.measured)), windows_kept=float(len(outcome.kept)),
+        stabilised=1.0 if stable else 0.0, verdict_s=verdict_s,
+        queue_budget_us=spec.slo.queue_budget().ms * 1e3,
+        queue_mean_budget_us=None if spec.slo.queue_mean is None
+        else spec.slo.queue_mean.ms * 1e3)
     gates = latency_gates(spec, judgement, outcome.windows, window_s, window_metrics)
-    gates += _memory_gates(spec, server, memory_before, memory, rss.samples, measured_windows,
-                           metrics)
+    memory_gates, measured_outcome = _memory_gates(
+        spec, server, memory_before, memory, rss.samples, measured_windows, measured_outcome)
+    gates += memory_gates
     details = _details(spec, measured, judgement, measured_windows, stable, memory_notes)
     workers = load_workers_record(ctx, NAME)
     if workers is not None:
         details["load_workers"] = workers
-    message = _message(measured, metrics, memory, details["preferred_reached"], stable,
+    message = _message(measured, measured_outcome, details["preferred_reached"], stable,
                        outcome)
-    return StageResult.judged(NAME, gates, message, metrics, details,
+    return StageResult.judged(NAME, gates, message, measured_outcome.to_json(), details,
                               accept_inconclusive=stage.verdict.accept_inconclusive)
 
 
 def _memory_gates(spec: Spec, server: ModelServer, before: dict[str, float],
                   after: dict[str, float], samples: list[tuple[float, float]],
-                  windows: ClosedWindows[Judgement], metrics: dict[str, float]) -> list[Gate]:
-    """The leak rate and the total growth (none for a server that is not ours to see)."""
+                  windows: ClosedWindows[Judgement], measured: LatencyOutcome,
+                  ) -> tuple[list[Gate], LatencyOutcome]:
+    """The leak rate and the total growth (none for a server that is not ours to see),
+    and the outcome with what they measured."""
     stage = spec.stages.latency
     if not before:
-        return []
+        return [], measured
     gates = []
     rate_limit = memory_growth.rate_limit_for(stage.memory_growth_rate)
     if rate_limit is not None:
         rate = memory_growth.leak_rate_of(
             samples, windows.spans, 1 - stage.verdict.confidence.fraction)
-        metrics.update(rate.metrics() if rate else {})
+        if rate is not None:
+            measured = replace(measured, extra={**measured.extra, **rate.metrics()})
         gates.append(memory_growth.rate_gate(rate, rate_limit))
     total_limit = memory_growth.limit_for(stage.max_memory_growth, spec.server.kind)
     if total_limit is not None:
-        before_mb, after_mb = before.get("server_rss_mb"), after.get("server_rss_mb")
+        before_mb, after_mb = before.get(m.SERVER_RSS_MB), after.get(m.SERVER_RSS_MB)
         if before_mb is not None and after_mb is not None:
-            metrics.update(server_rss_before_mb=before_mb, memory_growth_mb=after_mb - before_mb)
+            measured = replace(measured, server_rss_before_mb=before_mb,
+                               memory_growth_mb=after_mb - before_mb)
         gates.append(memory_growth.total_gate(before_mb, after_mb, total_limit))
-    return gates
+    return gates, measured
 
 
 def _details(spec: Spec, measured: LoadResult, judgement: Judgement,
@@ -142,23 +150,22 @@ def _window_details(measured: LoadResult, outcome: WindowRun[LoadResult, Judgeme
         "window_notes": outcome.notes(),
         "windows": [{m.THROUGHPUT_RPS: w.throughput, m.P99_MS: w.percentile_ms(99),
                      m.P95_MS: w.percentile_ms(95), m.P50_MS: w.percentile_ms(50),
-                     "requests": w.requests, "kept": index in outcome.kept,
+                     m.REQUESTS: w.requests, "kept": index in outcome.kept,
                      "client_wait_ms": None if w.client_wait_s is None
                      else w.client_wait_s * 1e3}
                     for index, w in enumerate(outcome.measured)],
     }
 
 
-def _message(measured: LoadResult, metrics: dict[str, float], memory: dict[str, float],
-             reached: dict[str, bool], stable: bool,
-             outcome: WindowRun[LoadResult, Judgement]) -> str:
+def _message(measured: LoadResult, metrics: LatencyOutcome, reached: dict[str, bool],
+             stable: bool, outcome: WindowRun[LoadResult, Judgement]) -> str:
     summary = measured.summary()
     message = (f"p50 {summary[m.P50_MS]:.2f}ms p99 {summary[m.P99_MS]:.2f}ms at "
-               f"{summary[m.THROUGHPUT_RPS]:.0f}/s, {int(summary['errors'])} errors; server "
-               f"queue {metrics[m.SERVER_QUEUE_US] / 1e3:.2f}ms, avg batch "
-               f"{metrics['server_avg_batch_size']:.1f}")
-    if "server_rss_mb" in memory:
-        message += f"; RSS {memory['server_rss_mb']:.0f} MiB"
+               f"{summary[m.THROUGHPUT_RPS]:.0f}/s, {int(summary[m.ERRORS])} errors; server "
+               f"queue {_shown(metrics.server_queue_us, 1e-3, '.2f')}ms, avg batch "
+               f"{_shown(metrics.server_avg_batch_size, 1.0, '.1f')}")
+    if metrics.server_rss_mb is not None:
+        message += f"; RSS {metrics.server_rss_mb:.0f} MiB"
     never = [size for size, hit in reached.items() if not hit]
     if never:
         message += f"; preferred batch size(s) {', '.join(never)} never formed"
@@ -167,5 +174,10 @@ def _message(measured: LoadResult, metrics: dict[str, float], memory: dict[str, 
     if not outcome.decided:
         message += f" (undecided after {len(outcome.windows)} windows, the cap)"
     if "p99" in measured.thin_percentiles():
-        message += f" (p99 from only {int(summary['requests'])} requests)"
+        message += f" (p99 from only {int(summary[m.REQUESTS])} requests)"
     return message
+
+
+def _shown(value: float | None, scale: float, form: str) -> str:
+    """A server counter for the message ("n/a" when the server did not report it)."""
+    return "n/a" if value is None else format(value * scale, form)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
 from pipeline.measure.memory import process_tree_memory
@@ -26,6 +27,7 @@ from pipeline.model.nonfinite import FiniteCheck
 from pipeline.model.reference import ReferenceFailed, expected_outputs
 from pipeline.model.runtime import LoadedModel
 from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch, load_samples, take
+from pipeline.outcomes.parity import ParityOutcome
 from pipeline.results import Gate, StageResult
 from pipeline.servers import http
 from pipeline.servers.base import ModelServer, send
@@ -246,7 +248,7 @@ class MemoryWatch:
 
     def _rss_mb(self) -> float | None:
         tree = self.server.process_tree()
-        return process_tree_memory(tree)["server_rss_mb"] if tree else None
+        return process_tree_memory(tree)[m.SERVER_RSS_MB] if tree else None
 
     def _sample(self) -> None:
         while not self._done.wait(0.05):
@@ -375,19 +377,19 @@ def run(ctx: RunContext) -> StageResult:
     if spec.stages.failure.enabled:
         probe_gates, probe_details = run_probes(ctx, server)
         gates += probe_gates
-    metrics = {
-        "parity_requests": float(comparison.requests),
-        "parity_elements": float(comparison.elements),
-        "parity_mismatched": float(comparison.mismatched),
-        "parity_max_abs_error": comparison.max_abs_error,
-        "parity_max_rel_error": comparison.max_rel_error,
-        "parity_repeated_elements": float(comparison.repeated_elements),
-        "parity_repeat_differing": float(comparison.repeat_differing),
-        "parity_repeat_max_abs": comparison.repeat_max_abs,
-        "parity_nonfinite": float(sum(c.total for c in comparison.finite.counts.values())),
-        "parity_contract_breaches": float(len(comparison.contract.breaches)),
-        "failure_probes": float(len(probe_details)),
-    }
+    measured = ParityOutcome(
+        parity_requests=float(comparison.requests),
+        parity_elements=float(comparison.elements),
+        parity_mismatched=float(comparison.mismatched),
+        parity_max_abs_error=comparison.max_abs_error,
+        parity_max_rel_error=comparison.max_rel_error,
+        parity_repeated_elements=float(comparison.repeated_elements),
+        parity_repeat_differing=float(comparison.repeat_differing),
+        parity_repeat_max_abs=comparison.repeat_max_abs,
+        parity_nonfinite=float(sum(c.total for c in comparison.finite.counts.values())),
+        parity_contract_breaches=float(len(comparison.contract.breaches)),
+        failure_probes=float(len(probe_details)),
+    )
     message = (f"{comparison.elements} output values from {comparison.requests} requests "
                f"within atol {parity.atol:g} + rtol {parity.rtol:g} (max |Δ| "
                f"{comparison.max_abs_error:.2g}), shaped as declared, the same when sent "
@@ -397,7 +399,7 @@ def run(ctx: RunContext) -> StageResult:
         message += "; " + "; ".join(findings)
     details = {"probes": probe_details, "problems": comparison.problems or [],
                "nonfinite": comparison.finite.details()}
-    result = StageResult.judged(NAME, gates, message, metrics, details)
+    result = StageResult.judged(NAME, gates, message, measured.to_json(), details)
     if comparison.problems and result.status.value == "failed":
         result.message = comparison.problems[0] + "; " + result.message
     return result

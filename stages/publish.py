@@ -6,6 +6,7 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
+from pipeline.outcomes.publish import UploadOutcome
 from pipeline.record import RunRecord, ServerInfo
 from pipeline.release.identity import acting_identity
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
@@ -23,6 +24,7 @@ from pipeline.release.store.base import Store
 from pipeline.results import Gate, StageResult, Status
 
 NAME = "publish"
+USES_SERVER = False
 RECORDED_BASIS = "against a recorded run of another day"
 
 
@@ -177,7 +179,8 @@ def run(ctx: RunContext) -> StageResult:
         message += (f"; worse than the live release ({RECORDED_BASIS}): "
                     f"{', '.join(regressions[:4])}")
     return StageResult(NAME, Status.PASSED, message, gates=gates,
-                       metrics={"uploaded_blobs": float(outcome.uploaded_blobs),
-                                "uploaded_bytes": float(outcome.uploaded_bytes),
-                                "skipped_blobs": float(outcome.skipped_blobs)},
+                       metrics=UploadOutcome(uploaded_blobs=float(outcome.uploaded_blobs),
+                                             uploaded_bytes=float(outcome.uploaded_bytes),
+                                             skipped_blobs=float(outcome.skipped_blobs),
+                                             ).to_json(),
                        details=details)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.measure.memory import process_tree_memory
+from pipeline.outcomes.readiness import ReadinessOutcome
 from pipeline.results import StageResult, Status
 
 NAME = "readiness"
@@ -15,7 +17,7 @@ def run(ctx: RunContext) -> StageResult:
     timeout = ctx.loaded.spec.stages.readiness.timeout
     cold_start = server.wait_ready(timeout.seconds)
     memory = process_tree_memory(server.process_tree())
-    metrics = {"cold_start_s": cold_start,
-               "cold_rss_mb": memory["server_rss_mb"]}
+    measured = ReadinessOutcome(cold_start_s=cold_start, cold_rss_mb=memory[m.SERVER_RSS_MB])
     return StageResult(NAME, Status.PASSED,
-                       f"ready after {cold_start:.2f}s (deadline {timeout})", metrics=metrics)
+                       f"ready after {cold_start:.2f}s (deadline {timeout})",
+                       metrics=measured.to_json())

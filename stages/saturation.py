@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from pipeline import metric_names as m
@@ -15,6 +15,7 @@ from pipeline.measure.distributed.merge import behind
 from pipeline.measure.knee import KneeSearch, ProbeOutcome, find_knee
 from pipeline.measure.loadgen import Target
 from pipeline.measure.windows import burst_window, closed_window, load_target
+from pipeline.outcomes.saturation import SaturationOutcome
 from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import SaturationStage, SloSpec
@@ -42,26 +43,27 @@ def run(ctx: RunContext) -> StageResult:
                             window.error_rate, passed)
 
     search = find_knee(probe, stage.max_concurrency, measured=_latency_load(ctx, slo))
-    metrics: dict[str, float] = {"probes": float(len(search.probes))}
     details: dict[str, Any] = {"probes": [asdict(p) for p in search.probes],
                                "stop_reason": search.stop_reason, "knee_bound": search.bound}
-    gates = _knee_gates(search, slo, metrics)
+    gates, measured = _knee_gates(search, slo)
     best = search.best
     message = _knee_message(search)
     if best is not None and stage.capacity.enabled:
         capacity = measure_capacity(ctx, server, target, stage, slo, best.throughput_rps)
-        message += "; " + _record_capacity(capacity, metrics, details)
+        text, measured = _record_capacity(capacity, measured, details)
+        message += "; " + text
         gate = capacity_gate(capacity, slo.min_throughput.per_second
                              if slo.min_throughput else None)
         if gate is not None:
             gates.append(gate)
     if stage.burst is not None and best is not None:
-        message += _burst(ctx, server, target, stage, metrics, details)
+        text, measured = _burst(ctx, server, target, stage, measured, details)
+        message += text
     message += _load_workers(ctx, details)
     if best is None:
-        return StageResult(NAME, Status.FAILED, message, metrics=metrics, gates=gates,
-                           details=details)
-    return StageResult.judged(NAME, gates, message, metrics, details,
+        return StageResult(NAME, Status.FAILED, message, metrics=measured.to_json(),
+                           gates=gates, details=details)
+    return StageResult.judged(NAME, gates, message, measured.to_json(), details,
                               accept_inconclusive=stage.capacity.accept_inconclusive)
 
 
@@ -82,22 +84,23 @@ def _latency_load(ctx: RunContext, slo: SloSpec) -> ProbeOutcome | None:
                         measured_by="latency stage")
 
 
-def _knee_gates(search: KneeSearch, slo: SloSpec, metrics: dict[str, float]) -> list[Gate]:
+def _knee_gates(search: KneeSearch, slo: SloSpec) -> tuple[list[Gate], SaturationOutcome]:
     best = search.best
     gates = [Gate.at_least("saturation.knee_concurrency",
                            float(best.concurrency if best else 0), 1.0)]
+    measured = SaturationOutcome(probes=float(len(search.probes)))
     if best is None:
-        return gates
-    metrics.update(knee_concurrency=float(best.concurrency),
-                   knee_throughput_rps=best.throughput_rps, knee_p99_ms=best.p99_ms,
-                   knee_lower_bound=1.0 if search.bound == "lower" else 0.0)
+        return gates, measured
+    measured = replace(measured, knee_concurrency=float(best.concurrency),
+                       knee_throughput_rps=best.throughput_rps, knee_p99_ms=best.p99_ms,
+                       knee_lower_bound=1.0 if search.bound == "lower" else 0.0)
     if slo.min_throughput is not None:
         # A lower bound at or above the minimum proves the minimum; it is not a knee.
         name = "saturation.knee_throughput" if search.bound == "exact" else \
             "saturation.throughput_lower_bound"
         gates.append(Gate.at_least(name, best.throughput_rps, slo.min_throughput.per_second,
                                    "/s"))
-    return gates
+    return gates, measured
 
 
 def _knee_message(search: KneeSearch) -> str:
@@ -111,8 +114,8 @@ def _knee_message(search: KneeSearch) -> str:
             f"{best.p99_ms:.1f}ms ({search.stop_reason})")
 
 
-def _record_capacity(search: CapacitySearch, metrics: dict[str, float],
-                     details: dict[str, Any]) -> str:
+def _record_capacity(search: CapacitySearch, measured: SaturationOutcome,
+                     details: dict[str, Any]) -> tuple[str, SaturationOutcome]:
     details.update(capacity_steps=[asdict(step) | {"passed": step.passed}
                                    for step in search.steps],
                    capacity_stop_reason=search.stop_reason,
@@ -120,42 +123,45 @@ def _record_capacity(search: CapacitySearch, metrics: dict[str, float],
     if search.threshold_outcome is not None:
         details.update(capacity_threshold_outcome=search.threshold_outcome,
                        capacity_threshold_reason=search.threshold_reason)
-    metrics.update(capacity_steps=float(len(search.steps)), capacity_search_s=search.spent_s)
+    measured = replace(measured, capacity_steps=float(len(search.steps)),
+                       capacity_search_s=search.spent_s)
     best, interval = search.best, search.interval_rps
     if best is None or interval is None:
         if search.bound == "none":
             return (f"no open-loop rate met the SLO, down to {search.lowest_rate_rps or 0:.0f}/s "
-                    f"({search.stop_reason})")
-        return f"capacity unknown: no rate confirmed ({search.stop_reason})"
-    metrics.update(capacity_rps=best.rate_rps, capacity_p99_ms=best.p99_ms,
-                   capacity_lower_bound=1.0 if search.bound == "lower" else 0.0)
+                    f"({search.stop_reason})"), measured
+        return f"capacity unknown: no rate confirmed ({search.stop_reason})", measured
+    measured = replace(measured, capacity_rps=best.rate_rps, capacity_p99_ms=best.p99_ms,
+                       capacity_lower_bound=1.0 if search.bound == "lower" else 0.0)
     details["capacity_interval_rps"] = list(interval)
     if best.p99_interval_ms is not None:
         details["capacity_p99_interval_ms"] = list(best.p99_interval_ms)
     lower = search.bound == "lower"
     why = "lower bound: " if lower else f"fails at {interval[1]:.0f}/s; "
     return (f"capacity {'≥ ' if lower else ''}{best.rate_rps:.0f}/s at p99 {best.p99_ms:.1f}ms "
-            f"({why}{search.stop_reason})")
+            f"({why}{search.stop_reason})"), measured
 
 
 def _burst(ctx: RunContext, server: ModelServer, target: Target, stage: SaturationStage,
-           metrics: dict[str, float], details: dict[str, Any]) -> str:
+           measured: SaturationOutcome, details: dict[str, Any],
+           ) -> tuple[str, SaturationOutcome]:
     burst = stage.burst
     assert burst is not None
     outcome, base = burst_window(ctx, server, target, NAME, burst)
     during = outcome.phases["burst"].summary()
     before = outcome.phases["before"].summary()
-    metrics.update(burst_rate_rps=burst.rate.per_second, burst_base_rate_rps=base,
-                   burst_p99_ms=during[m.P99_MS], burst_base_p99_ms=before[m.P99_MS],
-                   burst_errors=sum(r.error_count for r in outcome.phases.values()),
-                   burst_drain_s=outcome.drain_s,
-                   burst_schedule_lag_p99_ms=outcome.lag_p99_us / 1e3)
+    measured = replace(measured, burst_rate_rps=burst.rate.per_second,
+                       burst_base_rate_rps=base, burst_p99_ms=during[m.P99_MS],
+                       burst_base_p99_ms=before[m.P99_MS],
+                       burst_errors=sum(r.error_count for r in outcome.phases.values()),
+                       burst_drain_s=outcome.drain_s,
+                       burst_schedule_lag_p99_ms=outcome.lag_p99_us / 1e3)
     details["burst_valid"] = not outcome.client_bound
     message = (f"; burst {burst.rate}: p99 {during[m.P99_MS]:.1f}ms (before "
                f"{before[m.P99_MS]:.1f}ms), drained in {outcome.drain_s:.2f}s")
     if outcome.client_bound:
         message += " [client fell behind its schedule: burst figures invalid]"
-    return message
+    return message, measured
 
 
 def _load_workers(ctx: RunContext, details: dict[str, Any]) -> str:

@@ -70,7 +70,7 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
     if record.status != "passed":
         failed = record.first_failed_stage()
         reason = f"{failed.name}: {failed.message}" if failed else "not all passed"
-        kind = failed.details.get("exit_code", 1) if failed else 1
+        kind = (failed.exit_code or 1) if failed else 1
         raise PipelineFailed(f"run {run_id} failed at {reason}", kind)
     if record.release_id:
         out.print(f"release {record.release_id}")

@@ -11,7 +11,7 @@ Anything else is inconclusive, with the reason and what to change.
 from __future__ import annotations
 
 from pipeline.measure.capacity import CapacitySearch
-from pipeline.results import Gate
+from pipeline.results import Gate, GateOutcome
 
 NAME = "saturation.capacity_rps"
 
@@ -47,5 +47,5 @@ def capacity_gate(search: CapacitySearch, minimum: float | None) -> Gate | None:
         return Gate(NAME, f"< {lowest:,.0f}/s", minimum, False, ">=", "/s",
                     reason=f"no rate met the SLO, down to the lowest tried ({lowest:,.0f}/s)")
     why = search.threshold_reason or f"no rate confirmed within the budget: {search.stop_reason}"
-    return Gate(NAME, "unknown", minimum, False, ">=", "/s", outcome="inconclusive",
+    return Gate(NAME, "unknown", minimum, False, ">=", "/s", outcome=GateOutcome.INCONCLUSIVE,
                 reason=why)

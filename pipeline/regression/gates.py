@@ -7,7 +7,7 @@ from typing import Any
 
 from pipeline.regression.outcome import GATE_OUTCOME
 from pipeline.regression.paired import ERROR_RATE, RATIO_METRICS, MetricVerdict, PairedVerdict
-from pipeline.results import Gate
+from pipeline.results import Gate, GateOutcome
 from pipeline.servers.base import BuiltArtifact
 
 LIVE_RELEASE_GATE = "regression.live_release"
@@ -34,11 +34,12 @@ def metric_gate(verdict: MetricVerdict, error_rate_allowance: float) -> Gate:
     if verdict.metric == ERROR_RATE:
         threshold = (f"ratio <= {verdict.limit:g} or at most {error_rate_allowance:.3%} "
                      "above the live release")
-        return Gate(name, verdict.candidate, threshold, outcome == "passed", "", "", outcome,
+        return Gate(name, verdict.candidate, threshold, outcome is GateOutcome.PASSED, "", "",
+                    outcome,
                     interval, verdict.rounds, verdict.reason)
     comparison = "<=" if RATIO_METRICS[verdict.metric] == "lower" else ">="
     observed = round(verdict.ratio, 4) if verdict.ratio is not None else None
-    return Gate(name, observed, round(verdict.limit, 4), outcome == "passed", comparison,
+    return Gate(name, observed, round(verdict.limit, 4), outcome is GateOutcome.PASSED, comparison,
                 "x", outcome, interval, verdict.rounds, verdict.reason)
 
 

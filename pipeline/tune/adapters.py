@@ -19,6 +19,7 @@ from pipeline.errors import UsageError
 from pipeline.model.source import resolve_model_source
 from pipeline.preflight import Scope, require_ready
 from pipeline.record import RunRecord
+from pipeline.results import GateOutcome, RunStatus
 from pipeline.runner import run_pipeline
 from pipeline.servers import server_kind
 from pipeline.servers.base import ModelServer
@@ -160,22 +161,22 @@ class CandidateRecord:
 
 
 def read_candidate(record: RunRecord) -> CandidateRecord:
-    latency = record.metrics(m.LATENCY_STAGE)
-    saturation = record.metrics(m.SATURATION_STAGE)
-    if m.CAPACITY_RPS in saturation:
-        throughput, source = saturation[m.CAPACITY_RPS], m.CAPACITY_RPS
-    elif m.KNEE_THROUGHPUT_RPS in saturation:
-        throughput, source = saturation[m.KNEE_THROUGHPUT_RPS], m.KNEE_THROUGHPUT_RPS
+    latency, saturation = record.latency(), record.saturation()
+    throughput: float | None
+    if saturation.capacity_rps is not None:
+        throughput, source = saturation.capacity_rps, m.CAPACITY_RPS
+    elif saturation.knee_throughput_rps is not None:
+        throughput, source = saturation.knee_throughput_rps, m.KNEE_THROUGHPUT_RPS
     else:
         throughput, source = None, "none"
     failed = [f"{gate.name} {gate.outcome}: observed {_show(gate.observed)} vs "
               f"{gate.comparison} {_show(gate.threshold)}{gate.unit}"
-              for _, gate in record.gates() if gate.outcome != "passed"]
+              for _, gate in record.gates() if gate.outcome is not GateOutcome.PASSED]
     bad = record.first_failed_stage()
     message = f"{bad.name}: {bad.message}" if bad else "all gates passed"
-    return CandidateRecord(record.status == "passed", throughput, source,
-                           latency.get(m.P99_MS), latency.get(m.THROUGHPUT_RPS),
-                           latency.get(m.SERVER_RSS_MB), latency.get(m.SERVER_GPU_MB),
+    return CandidateRecord(record.status == RunStatus.PASSED, throughput, source,
+                           latency.p99_ms, latency.throughput_rps,
+                           latency.server_rss_mb, latency.server_gpu_mb,
                            failed, message)
 
 

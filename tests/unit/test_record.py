@@ -3,7 +3,9 @@ and are written back unchanged.
 
 `data/record_current.json` is a record written by `promote staging` with the tool as it
 was before the record was typed (the second promotion of the example model, so publish
-holds a comparison); `data/verification_triton.json` is the verification blob of the
+holds a comparison); `data/record_main.json` one written the same way by the tool as it
+was before stage results had an exit code, gate outcomes an enum and metrics typed
+outcomes; `data/verification_triton.json` is the verification blob of the
 release it was compared with, as stored.
 """
 
@@ -30,7 +32,7 @@ from pipeline.release.manifest import (
 from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
 from pipeline.report.formats import render
-from pipeline.results import Status
+from pipeline.results import GateOutcome, Status
 from tests.support.htmldom import parse_html
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -46,16 +48,28 @@ def body_of(name: str) -> dict[str, Any]:
     return body
 
 
+@pytest.mark.parametrize("fixture", ["record_current.json", "record_main.json"])
 def test_a_record_from_the_previous_version_is_written_back_byte_for_byte(
-        tmp_path: Path) -> None:
-    record = RunRecord.from_json(body_of("record_current.json"))
-    assert json.dumps(record.to_json(), indent=2) == text_of("record_current.json")
+        tmp_path: Path, fixture: str) -> None:
+    record = RunRecord.from_json(body_of(fixture))
+    assert json.dumps(record.to_json(), indent=2) == text_of(fixture)
     run_dir = runs_dir(tmp_path) / str(record.run_id)
     run_dir.mkdir(parents=True)
     write_record(run_dir / "record.json", record)
-    assert (run_dir / "record.json").read_text() == text_of("record_current.json")
+    assert (run_dir / "record.json").read_text() == text_of(fixture)
     again = load_run_record(tmp_path, str(record.run_id))
     assert again.to_json() == record.to_json()
+
+
+def test_a_record_from_the_previous_version_reads_typed() -> None:
+    record = RunRecord.from_json(body_of("record_main.json"))
+    assert record.status == "passed" and all(s.exit_code is None for s in record.stages)
+    assert all(isinstance(gate.outcome, GateOutcome) for _, gate in record.gates())
+    latency, saturation = record.latency(), record.saturation()
+    assert latency.p99_ms == record.metrics("latency")["p99_ms"]
+    assert latency.to_json() == record.metrics("latency")
+    assert saturation.knee_concurrency is not None and saturation.knee_concurrency >= 1
+    assert saturation.to_json() == record.metrics("saturation")
 
 
 def test_the_typed_record_holds_what_was_measured() -> None:
