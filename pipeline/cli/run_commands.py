@@ -22,16 +22,15 @@ from pipeline.cli.common import (
 from pipeline.cli.progress import ProgressView
 from pipeline.cli.records import write_reports
 from pipeline.context import RunContext
-from pipeline.errors import Interrupted, PipelineFailed, UsageError
+from pipeline.errors import Interrupted, PipelineFailed
 from pipeline.model.source import resolve_model_source
 from pipeline.record import runs_dir
 from pipeline.release.policy import Decision, commit, decide_new_release, decide_promotion
 from pipeline.release.store import store_for
 from pipeline.report.terminal import render_terminal
 from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
-from pipeline.servers.base import ModelServer
-from pipeline.servers.torchserve.server import TorchServeEndpoint
-from pipeline.servers.triton.server import TritonEndpoint
+from pipeline.servers import server_kind
+from pipeline.servers.base import ModelServer, RunningEndpoints
 from pipeline.spec.loading import load_spec
 from pipeline.spec.models import LoadedSpec
 
@@ -164,11 +163,8 @@ def measure(url: Annotated[str, typer.Option("--url", help="The running server: 
     """
 
     def attach(loaded: LoadedSpec) -> ModelServer:
-        if loaded.spec.server.kind == "triton":
-            return TritonEndpoint(loaded, url, grpc_url)
-        if management_url is None or metrics_url is None:
-            raise UsageError("measuring TorchServe needs --management-url and --metrics-url")
-        return TorchServeEndpoint(loaded, url, management_url, metrics_url, key_file)
+        return server_kind(loaded.spec.server.kind).attach(
+            loaded, RunningEndpoints(url, grpc_url, management_url, metrics_url, key_file))
 
     _execute(file, env, None, None, "measure", selected=_selection(stages), attach=attach,
              ray_address=ray_address)

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 import psutil
 
-from pipeline.gates.distributions import t_quantile
 from pipeline.measure.memory import process_tree_memory
 from pipeline.results import Gate
 from pipeline.servers.base import ModelServer
 from pipeline.spec.units import ByteSize
+from pipeline.statistics.distributions import t_quantile
 
 GATE = "latency.memory_growth"
 TOTAL_GATE = "latency.memory_growth_total"
