@@ -17,6 +17,7 @@ from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.servers import http
 from pipeline.servers.process import ManagedProcess
 from pipeline.spec.models import LoadedSpec, ProbeName
+from pipeline.spec.units import ByteSize
 
 if TYPE_CHECKING:  # docker is imported only where a run uses it
     from pipeline.servers.docker.engine import BuiltImage, DockerEngine
@@ -158,6 +159,11 @@ class ServerKind(Protocol):
 
     @property
     def tuning(self) -> TuningTraits: ...
+
+    @property
+    def memory_growth_allowance(self) -> ByteSize:
+        """Growth a healthy server shows over the latency windows (the default limit)."""
+        ...
 
     @property
     def request_size_guard(self) -> str:
