@@ -47,9 +47,9 @@ from pipeline.gates.evidence import split_blocks  # noqa: E402
 from pipeline.gates.latency import plan_for  # noqa: E402
 from pipeline.gates.memory_growth import DEFAULT_RATE, leak_rate_of, rate_gate  # noqa: E402
 from pipeline.gates.samples import SortedBlock  # noqa: E402
-from pipeline.gates.sequential import run_windows  # noqa: E402
 from pipeline.gates.verdict import Evidence, PercentileVerdict, judge_percentile  # noqa: E402
 from pipeline.spec.stage_settings import StabilitySpec  # noqa: E402
+from pipeline.statistics.sequential import run_windows  # noqa: E402
 
 WINDOW_REQUESTS = 2000
 FACTORS = (0.8, 0.9, 1.0, 1.25)

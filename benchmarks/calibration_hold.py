@@ -23,9 +23,9 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.gates.order_stats import quantile_ranks, samples_for_upper_bound
 from pipeline.measure import capacity
 from pipeline.spec.stage_settings import CapacitySpec
+from pipeline.statistics.order_stats import quantile_ranks, samples_for_upper_bound
 
 SLO_MS = 50.0
 ERROR_RATE = 0.001

@@ -38,7 +38,7 @@ from benchmarks.stall_scenario import StallScenario  # noqa: E402
 from pipeline.measure.distributed.run import LoadCluster  # noqa: E402
 from pipeline.measure.loadgen import Phase, closed_loop, open_loop, paced_sequential  # noqa: E402
 from pipeline.measure.open_loop import OpenLoopResult  # noqa: E402
-from pipeline.servers.base import HttpRequest  # noqa: E402
+from pipeline.request_types import HttpRequest  # noqa: E402
 from pipeline.servers.triton.server import TritonServer  # noqa: E402
 
 WORKERS = 2

@@ -7,10 +7,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from pipeline.errors import ServerError
-from pipeline.measure.distributed.run import LoadCluster
 from pipeline.model.reference import load_reference
 from pipeline.model.runtime import LoadedModel
 from pipeline.model.source import ResolvedSource
@@ -19,6 +18,8 @@ from pipeline.results import StageResult
 from pipeline.servers.base import BuiltArtifact, ModelServer
 from pipeline.servers.docker.engine import BuiltImage, DockerEngine
 from pipeline.spec.models import LoadedSpec
+
+_Scoped = TypeVar("_Scoped")
 
 
 class Progress(Protocol):
@@ -53,8 +54,19 @@ class RunContext:
     image: BuiltImage | None = None           # build (runtime: docker): the image
     docker: DockerEngine | None = None        # build (runtime: docker): the daemon
     ray_address: str | None = None            # --ray-address (else RAY_ADDRESS): load workers
-    load_cluster: LoadCluster | None = None   # latency/saturation: Ray load workers, if any
+    # One object per class that lives as long as the run (the Ray load cluster), made by the
+    # floor that needs it: the context does not know those classes.
+    _run_scoped: dict[type, object] = field(default_factory=dict)
     _reference: Future[LoadedModel] | None = None   # the reference model, loading
+
+    def run_scoped(self, kind: type[_Scoped]) -> _Scoped | None:
+        """The run's one `kind` object, if one was made."""
+        found = self._run_scoped.get(kind)
+        return found if isinstance(found, kind) else None
+
+    def keep_run_scoped(self, made: object) -> None:
+        """Keep `made` as the run's one object of its class."""
+        self._run_scoped[type(made)] = made
 
     def preload_reference(self, model_file: Path) -> None:
         """Load the reference model (and torch) in the background while the server starts."""

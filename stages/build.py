@@ -20,8 +20,7 @@ from pipeline.results import Artifact, StageResult, Status
 from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact
 from pipeline.servers.docker.engine import BuiltImage, DockerEngine
-from pipeline.servers.docker.images import ImageDigests, torchserve_context, triton_context
-from pipeline.servers.triton.tensorrt import build_engine
+from pipeline.servers.docker.images import ImageDigests
 
 NAME = "build"
 USES_SERVER = False
@@ -54,10 +53,10 @@ def _build_from_source(ctx: RunContext) -> tuple[BuiltArtifact, str]:
     spec = ctx.loaded.spec
     source = resolve_model_source(ctx.loaded, ctx.run_dir / "model-source")
     ctx.model_source = source
-    served = source.file
-    if spec.server.kind == "triton" and spec.server.backend == "tensorrt":
-        served = build_engine(_docker(ctx), spec, source.file, ctx.run_dir / "tensorrt")
-    artifact = server_kind(spec.server.kind).build(ctx.loaded, served, ctx.run_dir)
+    kind = server_kind(spec.server.kind)
+    served = kind.served_model(ctx.loaded, source.file, lambda: _docker(ctx),
+                               ctx.run_dir / "tensorrt")
+    artifact = kind.build(ctx.loaded, served, ctx.run_dir)
     if served != source.file:
         # The release's model is the source; the engine is part of the artifact.
         artifact = replace(artifact, model_file=source.file,
@@ -82,10 +81,7 @@ def _build_image(ctx: RunContext, artifact: BuiltArtifact) -> BuiltImage:
     assert spec.server.image is not None and spec.server.image.base is not None
     digests = ImageDigests(artifact.model_digest, artifact.digest, artifact.config_digest,
                            ctx.loaded.digest)
-    if spec.server.kind == "triton":
-        context = triton_context(spec, artifact.serve_root, digests)
-    else:
-        context = torchserve_context(spec, artifact.archive, artifact.config_text, digests)
+    context = server_kind(spec.server.kind).image_context(ctx.loaded, artifact, digests)
     tag = f"serve-pipeline/{spec.name}:{artifact.digest[:12]}"
     return _docker(ctx).build(context, tag, spec.server.image.base)
 

@@ -1,7 +1,7 @@
 """latency: closed loop at the spec's concurrency after warm-up; gates from the SLO.
 
 The measurement runs in windows until every gate it can stop on (the percentiles and the
-error rate) is decided on its bound (pipeline.gates.verdict, pipeline.gates.sequential), or
+error rate) is decided on its bound (pipeline.gates.verdict, pipeline.statistics.sequential), or
 until the cap, when an undecided gate is inconclusive. Next to the client's percentiles it
 records the server's own view of exactly those windows (queue vs compute time, formed
 batch sizes), and the memory of the server's process tree sampled through the windows.
@@ -26,7 +26,6 @@ from pipeline.gates.latency import (
     window_plan,
     window_seconds,
 )
-from pipeline.gates.sequential import WindowRun
 from pipeline.measure.distributed.for_run import load_workers_record
 from pipeline.measure.loadgen import LoadResult
 from pipeline.measure.stability import merge, settled
@@ -41,6 +40,7 @@ from pipeline.outcomes.latency import LatencyOutcome
 from pipeline.results import Gate, StageResult
 from pipeline.servers.base import ModelServer, ServerStats
 from pipeline.spec.models import Spec
+from pipeline.statistics.sequential import WindowRun
 
 NAME = "latency"
 USES_SERVER = True

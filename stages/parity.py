@@ -29,7 +29,7 @@ from pipeline.model.runtime import LoadedModel
 from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch, load_samples, take
 from pipeline.outcomes.parity import ParityOutcome
 from pipeline.results import Gate, StageResult
-from pipeline.servers import http
+from pipeline.servers import http, server_kind
 from pipeline.servers.base import ModelServer, send
 from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, Spec
 
@@ -303,8 +303,7 @@ def limit_verdict(probe: str, status: int | None, watch: MemoryWatch,
         verdict["limit_enforced"] = status == 413
         verdict["recommended_limit_bytes"] = {"binary": binary_limit, "json": 12 * binary_limit}
         if status != 413:
-            where = ("max_request_size in config.properties" if spec.server.kind == "torchserve"
-                     else "the proxy or ingress in front of Triton (it has no body limit)")
+            where = server_kind(spec.server.kind).request_size_guard
             verdict["finding"] = (f"a {OVERSIZED_BODY_BYTES // 2**20} MiB body was read in "
                                   f"full before it was refused; set a request-size limit of "
                                   f"about {binary_limit // 2**10} KiB (binary) at {where}")

@@ -9,9 +9,8 @@ from pipeline.context import RunContext
 from pipeline.errors import ServerError
 from pipeline.results import StageResult, Status
 from pipeline.servers import server_kind
-from pipeline.servers.base import ModelServer
+from pipeline.servers.base import Contained, ModelServer
 from pipeline.servers.ports import loopback_ports, port_is_bound
-from pipeline.servers.triton.container import ContainerTritonServer
 
 NAME = "start"
 USES_SERVER = True
@@ -30,7 +29,7 @@ def run(ctx: RunContext) -> StageResult:
     server: ModelServer
     if spec.server.runtime == "docker":
         assert ctx.docker is not None and ctx.image is not None
-        server = ContainerTritonServer(ctx.docker, ctx.image, ctx.loaded, ports, ctx.run_dir,
+        server = kind.launch_container(ctx.loaded, ctx.docker, ctx.image, ports, ctx.run_dir,
                                        f"serve-pipeline-{spec.name}-{ctx.run_id}")
     else:
         server = kind.launch(ctx.loaded, artifact, ports, ctx.run_dir, ctx.env)
@@ -46,7 +45,7 @@ def run(ctx: RunContext) -> StageResult:
         time.sleep(0.05)
     shown = " ".join(f"{name}:{port}" for name, port in ports.items())
     details: dict[str, Any] = {"ports": ports, "runtime": spec.server.runtime}
-    if isinstance(server, ContainerTritonServer):
+    if isinstance(server, Contained):
         where = f"container {server.container_name}"
         details["container"] = server.container_name
     else:

@@ -19,7 +19,7 @@ from pipeline.cli.common import (
     out,
     print_move,
 )
-from pipeline.errors import Interrupted, PipelineFailed, UsageError
+from pipeline.errors import Interrupted, PipelineFailed
 
 if TYPE_CHECKING:
     from pipeline.release.policy import Decision
@@ -164,15 +164,12 @@ def measure(url: Annotated[str, typer.Option("--url", help="The running server: 
 
     The spec gives the model's name, tensors and the gates; the server kind is the spec's.
     """
-    from pipeline.servers.torchserve.server import TorchServeEndpoint
-    from pipeline.servers.triton.server import TritonEndpoint
+    from pipeline.servers import server_kind
+    from pipeline.servers.base import RunningEndpoints
 
     def attach(loaded: LoadedSpec) -> ModelServer:
-        if loaded.spec.server.kind == "triton":
-            return TritonEndpoint(loaded, url, grpc_url)
-        if management_url is None or metrics_url is None:
-            raise UsageError("measuring TorchServe needs --management-url and --metrics-url")
-        return TorchServeEndpoint(loaded, url, management_url, metrics_url, key_file)
+        return server_kind(loaded.spec.server.kind).attach(
+            loaded, RunningEndpoints(url, grpc_url, management_url, metrics_url, key_file))
 
     _execute(file, env, None, None, "measure", selected=_selection(stages), attach=attach,
              ray_address=ray_address)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from pipeline.gates.distributions import clopper_pearson, normal_quantile, trials_to_bound_zero
 from pipeline.results import Gate
+from pipeline.statistics.distributions import clopper_pearson, normal_quantile, trials_to_bound_zero
 
 GATE = "latency.error_rate"
 

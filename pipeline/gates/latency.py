@@ -11,13 +11,13 @@ from pipeline import metric_names as m
 from pipeline.gates.error_rate import error_rate_gate
 from pipeline.gates.evidence import window_blocks
 from pipeline.gates.samples import HistogramSample
-from pipeline.gates.sequential import WindowPlan
 from pipeline.gates.throughput import throughput_gate
 from pipeline.gates.verdict import Evidence, PercentileVerdict, judge_percentile
 from pipeline.measure.load_result import LoadResult
 from pipeline.results import Gate
 from pipeline.spec.models import Spec
 from pipeline.spec.stage_settings import StabilitySpec
+from pipeline.statistics.sequential import WindowPlan
 
 # A window whose client threads waited this share of the mean latency for a CPU measured
 # the client, not the model.

@@ -29,19 +29,15 @@ from dataclasses import dataclass
 
 import psutil
 
-from pipeline.gates.distributions import t_quantile
 from pipeline.measure.memory import process_tree_memory
 from pipeline.results import Gate
+from pipeline.servers import server_kind as kind_named
 from pipeline.servers.base import ModelServer
 from pipeline.spec.units import ByteSize
+from pipeline.statistics.distributions import t_quantile
 
 GATE = "latency.memory_growth"
 TOTAL_GATE = "latency.memory_growth_total"
-# Growth a healthy server shows over the latency windows when the spec sets no limit. A JVM
-# (TorchServe's frontend) expands its heap during the first minutes of traffic: 34-64 MiB
-# were measured over the TorchServe example's 10 s windows, under 1 MiB for Triton.
-DEFAULT_LIMITS = {"triton": ByteSize(64 * 2**20, "64MiB"),
-                  "torchserve": ByteSize(256 * 2**20, "256MiB")}
 DEFAULT_RATE = ByteSize(2**20, "1MiB")      # per 1,000 requests: about 1 KiB a request
 # A fitted growth below this over the whole span is within what an allocator does anyway.
 NOISE_MB = 4.0
@@ -49,12 +45,12 @@ SAMPLE_EVERY_S = 0.2
 
 
 def limit_for(configured: ByteSize | bool | None, server_kind: str) -> ByteSize | None:
-    """The spec's total limit, the server kind's default when unset, None when off."""
+    """The spec's total limit, the server kind's allowance when unset, None when off."""
     if configured is False:
         return None
     if isinstance(configured, ByteSize):
         return configured
-    return DEFAULT_LIMITS.get(server_kind, DEFAULT_LIMITS["triton"])
+    return kind_named(server_kind).memory_growth_allowance
 
 
 def rate_limit_for(configured: ByteSize | bool | None) -> ByteSize | None:

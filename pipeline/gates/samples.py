@@ -16,7 +16,7 @@ from typing import Protocol
 
 from hdrh.histogram import HdrHistogram
 
-from pipeline.gates.order_stats import values_at_ranks
+from pipeline.statistics.order_stats import values_at_ranks
 
 
 class Block(Protocol):

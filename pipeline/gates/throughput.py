@@ -17,9 +17,9 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import pairwise
 
-from pipeline.gates.distributions import t_quantile
 from pipeline.measure.load_result import LoadResult
 from pipeline.results import Gate
+from pipeline.statistics.distributions import t_quantile
 
 GATE = "latency.throughput"
 SLICES = 4

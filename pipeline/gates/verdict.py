@@ -5,7 +5,7 @@ dynamically formed batch share most of their latency, and requests close in time
 machine's state (a GC pause, a busy neighbour, a slow drift). An order-statistic bound over
 all requests that assumes independence is then far too narrow. So each measurement window is
 cut into consecutive blocks of requests (pipeline.gates.evidence), and the bound is the
-distribution-free order-statistic bound of pipeline.gates.order_stats computed with an
+distribution-free order-statistic bound of pipeline.statistics.order_stats computed with an
 *effective sample size*: n_eff = n / d, where d, the design effect, is the variance between
 blocks of the fraction of requests slower than the threshold, divided by what independent
 requests would give (a cluster-sampling estimate; d = 8 for batches of 8 sharing a latency,
@@ -36,7 +36,7 @@ it, inconclusive otherwise, with the number of requests that would roughly decid
 Instability is a test of its own, not "every window agrees": a window whose fraction of
 requests above the pooled percentile is too far from the other windows' (a z test with the
 other windows' design effect, Bonferroni over the windows, at `instability_level`) is named
-as an outlier; the sequential loop (pipeline.gates.sequential) re-measures it.
+as an outlier; the sequential loop (pipeline.statistics.sequential) re-measures it.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.gates.distributions import normal_quantile, t_quantile
-from pipeline.gates.order_stats import quantile_ranks
 from pipeline.gates.samples import Block, Pooled
+from pipeline.statistics.distributions import normal_quantile, t_quantile
+from pipeline.statistics.order_stats import quantile_ranks
 
 Outcome = Literal["passed", "failed", "inconclusive"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "inconclusive")

@@ -18,10 +18,10 @@ import struct
 import time
 from typing import Protocol
 
-from pipeline.measure.grpc_client import CallFrames, GrpcRequest
+from pipeline.measure.grpc_client import CallFrames
 from pipeline.measure.h2_session import MAX_STREAM_ID, H2Session, opening
 from pipeline.measure.http_client import WireError, encode_request, parse_response, status_error
-from pipeline.servers.base import HttpRequest
+from pipeline.request_types import GrpcRequest, HttpRequest
 
 RECV_SIZE = 65536
 # Measured on 2 cores (benchmarks/loadgen.py): threads cost less than asyncio up to here.

@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-from pipeline.gates.order_stats import quantile_ranks
 from pipeline.measure.capacity_hold import (
     BLOCK_MIN_SAMPLES,
     EPISODES_WEIGHED_UNDER,
@@ -45,6 +44,7 @@ from pipeline.measure.capacity_hold import (
 )
 from pipeline.measure.drain import Drained
 from pipeline.measure.loadgen import MIN_SAMPLES_FOR
+from pipeline.statistics.order_stats import quantile_ranks
 
 # undecided: a hold whose p99 interval straddles the SLO (neither a pass nor a failure).
 Verdict = Literal["pass", "fail", "client_bound", "undecided"]

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from statistics import fmean, stdev
 from typing import Literal
 
-from pipeline.gates.distributions import t_quantile
+from pipeline.statistics.distributions import t_quantile
 
 HoldVerdict = Literal["pass", "fail", "undecided"]
 # Blocks per hold (the first is the warm-up), and the samples each needs for a p99.

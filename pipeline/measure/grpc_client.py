@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from dataclasses import dataclass, field
 
 import grpc
 
@@ -29,19 +28,12 @@ from pipeline.measure.h2_session import (
     opening,
 )
 from pipeline.measure.hpack import encode_literals
+from pipeline.request_types import GrpcRequest
 
-__all__ = ["CallFrames", "GrpcCaller", "GrpcRequest", "error_kind"]
+__all__ = ["CallFrames", "GrpcCaller", "error_kind"]
 
 DEFAULT_FRAME = 16384          # the largest frame every HTTP/2 peer accepts
 HEADERS_HEAD = bytes([HEADERS, END_HEADERS])
-
-
-@dataclass(frozen=True)
-class GrpcRequest:
-    target: str                 # host:port
-    method: str                 # /package.Service/Method
-    payload: bytes
-    metadata: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
 
 class CallFrames:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from urllib.parse import urlsplit
 
-from pipeline.servers.base import HttpRequest
+from pipeline.request_types import HttpRequest
 
 MAX_HEADER = 64 * 1024
 

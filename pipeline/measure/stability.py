@@ -1,6 +1,6 @@
 """Whether measurement windows agreed, and windows merged into one result.
 
-The loop that repeats windows until the verdict is decided is pipeline.gates.sequential.
+The loop that repeats windows until the verdict is decided is pipeline.statistics.sequential.
 Whether throughput and p99 agreed across all windows (`settled`) is recorded as
 "stabilised"; it is a description of the run, not a gate.
 """

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pipeline.measure.grpc_client import GrpcCaller, GrpcRequest
+from pipeline.measure.grpc_client import GrpcCaller
 from pipeline.measure.http_client import WireError, WirePool, status_error
-from pipeline.servers.base import HttpRequest
+from pipeline.request_types import GrpcRequest, HttpRequest
 
 Target = HttpRequest | GrpcRequest
 

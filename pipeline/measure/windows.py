@@ -10,7 +10,6 @@ from typing import Any, Generic
 
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
-from pipeline.gates.sequential import LookT, WindowPlan, WindowRun, run_windows
 from pipeline.measure.distributed.for_run import cluster_for, workers_for
 from pipeline.measure.gpu import gpu_memory_mb
 from pipeline.measure.loadgen import (
@@ -27,6 +26,7 @@ from pipeline.measure.memory import process_tree_memory
 from pipeline.model.tensors import load_samples, take
 from pipeline.servers.base import ModelServer, ServerStats
 from pipeline.spec.models import BurstSpec
+from pipeline.statistics.sequential import LookT, WindowPlan, WindowRun, run_windows
 
 
 def load_target(ctx: RunContext, server: ModelServer) -> Target:
@@ -67,7 +67,7 @@ def closed_windows_until_decided(
         client_limited: Callable[[LoadResult], str | None],
         plan: WindowPlan, window_s: float) -> ClosedWindows[LookT]:
     """The latency stage's closed-loop windows until a look is decided (or the cap); see
-    pipeline.gates.sequential. With the server's counter deltas over exactly those windows,
+    pipeline.statistics.sequential. With the server's counter deltas over exactly those windows,
     each window `window_s` long, and each window's (start, end, requests)."""
     settings = ctx.loaded.spec.stages.latency
     snapshots: list[ServerStats] = [server.stats()]

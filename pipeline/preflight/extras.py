@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pipeline.preflight.checks import Check
 from pipeline.preflight.docker import needs_docker
 from pipeline.preflight.scope import Scope
+from pipeline.servers import server_kind
 from pipeline.spec.models import LoadedSpec
 
 NAME = "extras"
@@ -34,11 +35,15 @@ def _publishes_to_s3(loaded: LoadedSpec, scope: Scope) -> bool:
         loaded.spec.publish.store.startswith("s3://")
 
 
+def server_extra(loaded: LoadedSpec) -> Extra | None:
+    """The extra the spec's server kind needs (the kind says which, if any)."""
+    part = server_kind(loaded.spec.server.kind).optional_part
+    if part is None:
+        return None
+    return Extra(part.extra, part.feature, part.modules, lambda loaded, scope: True)
+
+
 EXTRAS = (
-    Extra("torchserve", "TorchServe (server.kind: torchserve)",
-          ("ts", "model_archiver", "prometheus_client"),
-          # Measuring a running TorchServe reads its Prometheus metrics too.
-          lambda loaded, scope: loaded.spec.server.kind == "torchserve"),
     Extra("docker", "A serving image (server.runtime: docker or server.image.base)",
           ("docker",), lambda loaded, scope: scope.starts_server and needs_docker(loaded)),
     Extra("dvc", "A DVC model source (model.source.dvc)", ("dvc",),
@@ -60,7 +65,8 @@ def installed(module: str) -> bool:
 
 
 def missing_extras(loaded: LoadedSpec, scope: Scope) -> list[Extra]:
-    return [extra for extra in EXTRAS if extra.applies(loaded, scope)
+    own = server_extra(loaded)
+    return [extra for extra in ((own,) if own else ()) + EXTRAS if extra.applies(loaded, scope)
             and not all(installed(module) for module in extra.modules)]
 
 

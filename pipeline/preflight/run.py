@@ -8,7 +8,7 @@ from pipeline.preflight.checks import Check, PreflightFailed
 from pipeline.preflight.disk import disk_checks
 from pipeline.preflight.docker import docker_checks
 from pipeline.preflight.dvc import dvc_checks
-from pipeline.preflight.extras import extra_checks, missing_extras
+from pipeline.preflight.extras import extra_checks, missing_extras, server_extra
 from pipeline.preflight.gpu import gpu_checks
 from pipeline.preflight.load_workers import load_worker_checks
 from pipeline.preflight.ports import port_checks
@@ -27,7 +27,8 @@ def run_checks(loaded: LoadedSpec, env: Mapping[str, str], scope: Scope) -> list
     checks = extra_checks(absent)
     checks += [] if "s3" in missing else store_checks(loaded, scope)
     if scope.starts_server:
-        checks += [] if "torchserve" in missing else server_checks(loaded, env)
+        own = server_extra(loaded)
+        checks += [] if own and own.extra in missing else server_checks(loaded, env)
         checks += port_checks(loaded)
         checks += [] if "docker" in missing else docker_checks(loaded, env)
         checks += gpu_checks(loaded)

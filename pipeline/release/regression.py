@@ -18,10 +18,10 @@ from pipeline.metric_names import (
     watched_name,
 )
 from pipeline.record import RunRecord
+from pipeline.release.baseline_deltas import Delta, compare, metric_direction
 from pipeline.release.manifest import VerificationUnreadable, read_manifest, read_verification
 from pipeline.release.pointers import read_pointer
 from pipeline.release.store.base import Store
-from pipeline.report.compare import Delta, compare, metric_direction
 from pipeline.results import Gate
 from pipeline.spec.models import RegressionStage
 

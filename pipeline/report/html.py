@@ -11,10 +11,15 @@ import xml.etree.ElementTree as ET
 from importlib import resources
 
 from pipeline.record import RunRecord
+from pipeline.release.baseline_deltas import (
+    DEFAULT_TOLERANCE,
+    Direction,
+    comparability_note,
+    compare,
+)
 from pipeline.report import charts
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
-from pipeline.report.compare import DEFAULT_TOLERANCE, Direction, comparability_note, compare
 from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
 from pipeline.report.load_workers import worker_lines
 from pipeline.report.regression_view import side_by_side

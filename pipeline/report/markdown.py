@@ -6,9 +6,9 @@ from __future__ import annotations
 import html
 
 from pipeline.record import RunRecord
+from pipeline.release.baseline_deltas import DEFAULT_TOLERANCE, comparability_note, compare
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
-from pipeline.report.compare import DEFAULT_TOLERANCE, comparability_note, compare
 from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
 from pipeline.report.load_workers import worker_lines
 from pipeline.report.regression_view import side_by_side

@@ -14,15 +14,12 @@ from pipeline.spec.models import LoadedSpec
 
 
 def server_kind(name: str) -> ServerKind:
-    if name == "triton":
-        from pipeline.servers.triton.server import TritonKind
+    from pipeline.servers.kinds import KINDS
 
-        return TritonKind()
-    if name == "torchserve":
-        from pipeline.servers.torchserve.server import TorchServeKind
-
-        return TorchServeKind()
-    raise ValueError(f"unknown server kind {name!r}")
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown server kind {name!r}") from None
 
 
 @contextmanager

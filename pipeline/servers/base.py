@@ -3,33 +3,30 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 import psutil
 
 from pipeline.errors import ServerError
-from pipeline.measure.grpc_client import GrpcRequest
 from pipeline.model.tensors import Array, Batch
+from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.servers import http
 from pipeline.servers.process import ManagedProcess
 from pipeline.spec.models import LoadedSpec, ProbeName
+from pipeline.spec.units import ByteSize
+
+if TYPE_CHECKING:  # docker is imported only where a run uses it
+    from pipeline.servers.docker.engine import BuiltImage, DockerEngine
+    from pipeline.servers.docker.images import BuildContext, ImageDigests
 
 # Files copied into every artifact: the generated server glue and the model loader that
 # the parity reference uses too.
 ASSETS = Path(__file__).parent / "assets"
 RUNTIME_MODULE = Path(__file__).parent.parent / "model" / "runtime.py"
-
-
-@dataclass(frozen=True)
-class HttpRequest:
-    method: str
-    url: str
-    body: bytes
-    headers: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -106,12 +103,98 @@ class ModelServer(Protocol):
                  tb: TracebackType | None) -> None: ...
 
 
+class ReconfigurableServer(ModelServer, Protocol):
+    """A server that can serve another config of its model without a restart (tune)."""
+
+    def can_reconfigure(self, from_device: str, to_device: str) -> bool: ...
+
+    def reconfigure(self, loaded: LoadedSpec, model_file: Path, scratch: Path,
+                    label: str) -> None:
+        """Serve `loaded`'s server settings; ServerError when refused. Returns once the new
+        config is ready and the old one's processes are gone."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunningEndpoints:
+    """Where a server we did not start answers (`measure --url ...`); each kind says which
+    of these it needs."""
+
+    url: str
+    grpc_url: str | None = None
+    management_url: str | None = None
+    metrics_url: str | None = None
+    key_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class InstallCheck:
+    """One part of a kind's installation, checked before a run starts a server."""
+
+    name: str
+    passed: bool | None          # None: not needed here (skipped)
+    detail: str
+
+
+@dataclass(frozen=True)
+class OptionalPart:
+    """The pip extra a kind's code needs beyond the core install (preflight names it when
+    one of `modules` cannot be imported)."""
+
+    extra: str
+    feature: str
+    modules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TuningTraits:
+    """What the config search must know of a kind."""
+
+    delay_step_us: int                      # the server counts queue delay in these steps
+    default_delays_us: tuple[int, ...]
+    has_preferred_batch_sizes: bool
+    compute_per_request: bool               # counters add each request's time in a batch
+    reconfigured_by: str                    # one line for tune's record
+
+
 class ServerKind(Protocol):
+    """A server kind: its artifact, its process or container, and what the stages, tune
+    and `measure` ask of it. Registered in `KINDS` (pipeline/servers/kinds.py)."""
+
     @property
     def name(self) -> str: ...
 
     @property
     def port_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def tuning(self) -> TuningTraits: ...
+
+    @property
+    def optional_part(self) -> OptionalPart | None:
+        """The extra its code needs, or None when the core install serves it."""
+        ...
+
+    @property
+    def memory_growth_allowance(self) -> ByteSize:
+        """Growth a healthy server shows over the latency windows (the default limit)."""
+        ...
+
+    @property
+    def request_size_guard(self) -> str:
+        """Where a deployment sets the request-size limit (parity's oversized-body finding)."""
+        ...
+
+    def installation_checks(self, loaded: LoadedSpec,
+                            env: Mapping[str, str]) -> list[InstallCheck]: ...
+
+    def served_model(self, loaded: LoadedSpec, model_file: Path,
+                     docker: Callable[[], DockerEngine], destination: Path) -> Path:
+        """The model file the artifact serves: `model_file`, or one compiled from it."""
+        ...
+
+    def image_context(self, loaded: LoadedSpec, artifact: BuiltArtifact,
+                      digests: ImageDigests) -> BuildContext: ...
 
     def build(self, loaded: LoadedSpec, model_file: Path,
               destination: Path) -> BuiltArtifact: ...
@@ -123,6 +206,30 @@ class ServerKind(Protocol):
                run_dir: Path, env: Mapping[str, str]) -> ModelServer:
         """The server for `artifact` on `ports`, not started: it creates nothing yet."""
         ...
+
+    def launch_reconfigurable(self, loaded: LoadedSpec, artifact: BuiltArtifact,
+                              ports: Mapping[str, int], run_dir: Path,
+                              env: Mapping[str, str]) -> ReconfigurableServer:
+        """As `launch`, with the API that reconfigures it in place turned on (loopback)."""
+        ...
+
+    def launch_container(self, loaded: LoadedSpec, engine: DockerEngine, image: BuiltImage,
+                         ports: Mapping[str, int], run_dir: Path,
+                         name: str) -> ModelServer:
+        """The serving image as a container (runtime: docker), not started."""
+        ...
+
+    def attach(self, loaded: LoadedSpec, endpoints: RunningEndpoints) -> ModelServer:
+        """A server already running there; UsageError when an endpoint it needs is missing."""
+        ...
+
+
+@runtime_checkable
+class Contained(Protocol):
+    """A server that runs as a container."""
+
+    @property
+    def container_name(self) -> str: ...
 
 
 def send(request: HttpRequest, timeout_s: float) -> http.Response:

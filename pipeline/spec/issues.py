@@ -59,9 +59,9 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> KeyPath:
 
 def _message(item: Any, path: KeyPath, root: type[BaseModel],
              hint_keys: Callable[[str], str | None] | None) -> str:
-    kind = item["type"]
+    error_type = item["type"]
     given = item.get("input")
-    if kind == "extra_forbidden":
+    if error_type == "extra_forbidden":
         key = str(path[-1]) if path else "?"
         hint = hint_keys(key) if hint_keys else None
         if hint:
@@ -71,20 +71,20 @@ def _message(item: Any, path: KeyPath, root: type[BaseModel],
         suggestion = f"; did you mean '{close[0]}'?" if close else ""
         listed = f" (valid keys: {', '.join(valid)})" if valid and not close else ""
         return f"unknown key '{key}'{suggestion}{listed}"
-    if kind == "missing":
+    if error_type == "missing":
         return "required key is missing"
-    if kind == "literal_error":
+    if error_type == "literal_error":
         expected = item.get("ctx", {}).get("expected", "")
         options = [o.strip().strip("'") for o in expected.replace(" or ", ",").split(",")]
         close = get_close_matches(str(given), options, n=1, cutoff=0.6)
         suggestion = f"; did you mean '{close[0]}'?" if close else ""
         return f"expected one of {expected}, got {given!r}{suggestion}"
-    if kind in _TYPE_WORDS:
-        return f"expected {_TYPE_WORDS[kind]}, got {_describe(given)}"
-    if kind == "string_pattern_mismatch":
+    if error_type in _TYPE_WORDS:
+        return f"expected {_TYPE_WORDS[error_type]}, got {_describe(given)}"
+    if error_type == "string_pattern_mismatch":
         pattern = item.get("ctx", {}).get("pattern", "")
         return f"{given!r} does not match {pattern}"
-    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than",
+    if error_type in ("greater_than_equal", "less_than_equal", "greater_than", "less_than",
                 "too_short", "too_long"):
         return f"{item['msg'].lower()}, got {_describe(given)}"
     message = str(item["msg"])

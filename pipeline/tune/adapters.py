@@ -1,6 +1,6 @@
 """Every contact of `tune` with the server, runner and record APIs, in one place:
 preflight, the server session (one process reconfigured in place where the server allows
-it, see reconfigure.py), one candidate's verification through the runner, and what tune
+it, a kind's `reconfigure`), one candidate's verification through the runner, and what tune
 reads from a candidate's run record.
 """
 
@@ -22,10 +22,9 @@ from pipeline.record import RunRecord
 from pipeline.results import GateOutcome, RunStatus
 from pipeline.runner import run_pipeline
 from pipeline.servers import server_kind
-from pipeline.servers.base import ModelServer
+from pipeline.servers.base import ModelServer, ReconfigurableServer
 from pipeline.servers.ports import loopback_ports
 from pipeline.spec.models import LoadedSpec
-from pipeline.tune.reconfigure import open_for_reconfiguration, reconfigurable, reconfigure
 from pipeline.tune.space import Config, apply_config
 
 VERIFIED_STAGES = frozenset({"latency", "saturation"})
@@ -54,14 +53,15 @@ def measuring_context(loaded: LoadedSpec, run_dir: Path, env: Mapping[str, str],
 @dataclass
 class ServingSession:
     """The server(s) of one tune run: one process reconfigured in place where the server
-    allows it (reconfigure.py), a fresh process per config otherwise. `close` stops
-    whatever is running (by PID, through ManagedProcess)."""
+    allows it (its kind's `launch_reconfigurable`), a fresh process per config otherwise.
+    `close` stops whatever is running (by PID, through ManagedProcess)."""
 
     loaded: LoadedSpec
     folder: Path
     env: Mapping[str, str]
     model_control: bool
     server: ModelServer | None = None
+    reconfigurable: ReconfigurableServer | None = None   # `server`, when it can reload
     current: Config | None = None
     served: Config | None = None    # what the running process last served
     starts: int = 0
@@ -75,16 +75,18 @@ class ServingSession:
         if self.current == config and self.server is not None and self.server.alive():
             return self.server
         started = time.monotonic()
-        server, served = self.server, self.served
-        if (self.model_control and server is not None and served is not None
-                and server.alive() and reconfigurable(server, served.device, config.device)):
+        reloading, served = self.reconfigurable, self.served
+        server: ModelServer
+        if (reloading is not None and served is not None and reloading.alive()
+                and reloading.can_reconfigure(served.device, config.device)):
+            server = reloading
             self.current = None
             self.attempts += 1
             scratch = self.folder / "configs" / f"{self.attempts}"
             scratch.mkdir(parents=True)
             try:
-                reconfigure(server, config.applied(self.loaded), self.model_file(), scratch,
-                            config.label)
+                reloading.reconfigure(config.applied(self.loaded), self.model_file(), scratch,
+                                      config.label)
             except BaseException:
                 self.close()    # half-reconfigured: the next config starts a fresh process
                 raise
@@ -92,7 +94,7 @@ class ServingSession:
             how = "reloaded"
         else:
             self.close()
-            self.server = server = self._launch(config)
+            server = self._launch(config)
             self.starts += 1
             how = "started"
         self.current = self.served = config
@@ -102,6 +104,7 @@ class ServingSession:
 
     def close(self) -> None:
         server, self.server, self.current, self.served = self.server, None, None, None
+        self.reconfigurable = None
         if server is not None:
             server.stop()
 
@@ -117,15 +120,17 @@ class ServingSession:
         where = self.folder / f"server-{self.starts + 1}"
         where.mkdir(parents=True)
         artifact = kind.build(loaded, self.model_file(), where)
-        server = kind.launch(loaded, artifact, loopback_ports(kind.port_names), where, self.env)
-        if self.model_control:
-            open_for_reconfiguration(server, loaded.spec.name)
+        ports = loopback_ports(kind.port_names)
+        reloading = kind.launch_reconfigurable(loaded, artifact, ports, where, self.env) \
+            if self.model_control else None
+        server = reloading or kind.launch(loaded, artifact, ports, where, self.env)
         try:
             server.start()
             server.wait_ready(loaded.spec.stages.readiness.timeout.seconds)
         except BaseException:
             server.stop()
             raise
+        self.server, self.reconfigurable = server, reloading
         return server
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pipeline.context import Progress, no_progress
 from pipeline.measure.windows import closed_window, load_target, server_memory
+from pipeline.servers import server_kind
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import LoadedSpec
 from pipeline.tune.adapters import measuring_context
@@ -53,7 +54,7 @@ def explore(server: ModelServer, loaded: LoadedSpec, plan: ExplorePlan, run_dir:
             env: Mapping[str, str], progress: Progress = no_progress) -> list[Observation]:
     """Measure the plan's windows on a server already serving `plan.config`."""
     candidate = plan.config.applied(loaded)
-    per_request = candidate.spec.server.kind == "torchserve"
+    per_request = server_kind(candidate.spec.server.kind).tuning.compute_per_request
     run_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as resources:
         ctx = measuring_context(candidate, run_dir, env, resources, progress)

@@ -12,16 +12,10 @@ from typing import Any
 
 from pipeline import __version__
 from pipeline.release.manifest import iso, utc_now
+from pipeline.servers import server_kind
 from pipeline.spec.models import LoadedSpec
 from pipeline.tune.search import Candidate, TuneOutcome, TuneSettings
 from pipeline.tune.space import Config
-
-# How each server kind moves between configs (reconfigure.py).
-RECONFIGURED_BY = {
-    "triton": "one tritonserver; configs loaded through its model-control API",
-    "torchserve": ("one TorchServe; configs registered through its model API (a device "
-                   "change restarts it)"),
-}
 
 
 def tune_record(loaded: LoadedSpec, run_id: str, outcome: TuneOutcome, settings: TuneSettings,
@@ -54,7 +48,7 @@ def tune_section(loaded: LoadedSpec, outcome: TuneOutcome,
         "configs_explored": len({(o.device, o.instances) for o in outcome.observations}),
         "configs_measured": len(outcome.candidates),
         "server_starts": outcome.starts, "server_reloads": outcome.reloads,
-        "restarts": RECONFIGURED_BY[outcome.kind],
+        "restarts": server_kind(outcome.kind).tuning.reconfigured_by,
         "server_changes": outcome.server_changes,
         "slo": {"p99_ms": slo.p99.ms, "p95_ms": slo.p95.ms if slo.p95 else None,
                 "p50_ms": slo.p50.ms if slo.p50 else None,

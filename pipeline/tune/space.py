@@ -17,12 +17,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from pipeline.servers import server_kind
 from pipeline.spec.models import BatchingSpec, LoadedSpec, Spec
 from pipeline.spec.units import Duration, format_duration_ns
 
 DEFAULT_BATCH_SIZES = (1, 8, 16, 32, 64)
-TRITON_DELAYS_US = (0, 1000, 2000, 5000)
-TORCHSERVE_DELAYS_US = (1000, 2000, 5000, 10000)
 MAX_DEFAULT_CPU_INSTANCES = 4
 GPU_INSTANCES = (1, 2, 4)
 
@@ -79,7 +78,7 @@ def current_config(spec: Spec) -> Config:
 def build_space(spec: Spec, gpu_present: bool, cpu_count: int | None = None) -> list[Config]:
     """Every config the search may consider, in a stable order."""
     tune = spec.tune
-    kind = spec.server.kind
+    step_us = server_kind(spec.server.kind).tuning.delay_step_us
     devices = list(tune.devices) if tune and tune.devices else [spec.server.device]
     if tune is None or tune.devices is None:
         devices = [d for d in devices if d == "cpu" or gpu_present] or ["cpu"]
@@ -91,7 +90,7 @@ def build_space(spec: Spec, gpu_present: bool, cpu_count: int | None = None) -> 
         for instances in _instances(spec, device, cpu_count):
             for size in sizes:
                 for delay in (delays if size > 1 else [0]):
-                    if delay > budget_us or (kind == "torchserve" and delay % 1000):
+                    if delay > budget_us or delay % step_us:
                         continue
                     for preferred in _preferred(spec, size):
                         configs.add(Config(device, instances, size, delay, preferred))
@@ -116,13 +115,11 @@ def _batch_sizes(spec: Spec) -> list[int]:
 def _delays(spec: Spec) -> list[int]:
     if spec.tune and spec.tune.max_queue_delay:
         return sorted({d.ns // 1000 for d in spec.tune.max_queue_delay})
-    if spec.server.kind == "torchserve":
-        return list(TORCHSERVE_DELAYS_US)
-    return list(TRITON_DELAYS_US)
+    return list(server_kind(spec.server.kind).tuning.default_delays_us)
 
 
 def _preferred(spec: Spec, size: int) -> Iterable[tuple[int, ...]]:
-    if spec.server.kind != "triton" or size == 1:
+    if not server_kind(spec.server.kind).tuning.has_preferred_batch_sizes or size == 1:
         return [()]
     choices = [list(c) for c in spec.tune.preferred_batch_sizes] \
         if spec.tune and spec.tune.preferred_batch_sizes is not None \

@@ -15,7 +15,8 @@ import pytest
 from benchmarks.stall_scenario import StallScenario
 from pipeline.measure.blocking import HTTP_THREADS_UP_TO, blocking_callers
 from pipeline.measure.loadgen import LoadAborted, LoadResult, Target, closed_loop
-from pipeline.servers.base import HttpRequest, ModelServer
+from pipeline.request_types import HttpRequest
+from pipeline.servers.base import ModelServer
 from pipeline.servers.ports import free_ports
 from pipeline.servers.triton.server import TritonServer
 from pipeline.spec.models import LoadedSpec

@@ -27,7 +27,8 @@ import pytest
 from pipeline.measure.distributed.merge import behind
 from pipeline.measure.distributed.run import LoadCluster
 from pipeline.measure.loadgen import Phase, open_loop
-from pipeline.servers.base import HttpRequest, ModelServer
+from pipeline.request_types import HttpRequest
+from pipeline.servers.base import ModelServer
 from pipeline.servers.triton.server import TritonServer
 from pipeline.spec.models import LoadedSpec
 from tests.support.cli import cli, latest_record, start_cli

@@ -14,8 +14,9 @@ import pytest
 from benchmarks.stall_scenario import StallScenario
 from pipeline.measure.loadgen import Phase, closed_loop, open_loop, paced_sequential
 from pipeline.model.tensors import load_samples, take
+from pipeline.request_types import HttpRequest
 from pipeline.servers import serving
-from pipeline.servers.base import HttpRequest, ModelServer
+from pipeline.servers.base import ModelServer
 from pipeline.servers.ports import free_ports
 from pipeline.servers.triton.server import TritonServer
 from pipeline.spec.loading import load_spec

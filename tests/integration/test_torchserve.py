@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.errors import ServerError
 from pipeline.servers.ports import loopback_ports
-from pipeline.servers.torchserve.server import TorchServeKind
+from pipeline.servers.torchserve.kind import TorchServeKind
 from pipeline.spec.loading import load_spec
 from tests.support.cli import cli, latest_record
 from tests.support.processes import TORCHSERVE, processes_under

@@ -88,7 +88,7 @@ def test_archives_with_escaping_members_are_refused(tmp_path: Path, tally: Tally
     """A published model repository is unpacked with tarfile's data filter."""
     import io
 
-    from pipeline.servers.triton.server import TritonKind
+    from pipeline.servers.triton.kind import TritonKind
 
     evil = tmp_path / "evil.tar"
     with tarfile.open(evil, "w") as archive:

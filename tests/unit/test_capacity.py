@@ -11,13 +11,13 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from pipeline.gates.capacity import capacity_gate
-from pipeline.gates.order_stats import quantile_ranks, samples_for_upper_bound
 from pipeline.measure import capacity, capacity_hold
 from pipeline.measure.capacity import find_capacity, judge
 from pipeline.measure.capacity_steps import step_in_flight
 from pipeline.measure.drain import Drained, until_prompt
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop
-from pipeline.servers.base import HttpRequest
+from pipeline.request_types import HttpRequest
+from pipeline.statistics.order_stats import quantile_ranks, samples_for_upper_bound
 from tests.support.http_server import serving
 
 LIMITS = capacity.Limits(slo_p99_ms=50.0, error_rate=0.001)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.gates.distributions import clopper_pearson, t_quantile, trials_to_bound_zero
 from pipeline.gates.error_rate import GATE as ERROR_GATE
 from pipeline.gates.error_rate import error_rate_gate
 from pipeline.gates.latency import client_limited, window_seconds
@@ -16,6 +15,7 @@ from pipeline.gates.throughput import span_rates, throughput_gate
 from pipeline.measure.load_result import LoadResult
 from pipeline.results import Gate, StageResult, Status
 from pipeline.spec.loading import load_spec
+from pipeline.statistics.distributions import clopper_pearson, t_quantile, trials_to_bound_zero
 
 
 def test_exact_binomial_bounds_and_t_quantiles() -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from pipeline.preflight import PreflightFailed, Scope, require_ready, run_checks
 from pipeline.preflight.extras import EXTRAS, missing_extras
+from pipeline.servers.kinds import KINDS
 from pipeline.spec.loading import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,6 +60,8 @@ def test_the_extras_are_the_ones_pyproject_declares() -> None:
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     assert {extra.extra for extra in EXTRAS} <= set(declared)
+    assert {kind.optional_part.extra for kind in KINDS.values()
+            if kind.optional_part is not None} <= set(declared)
     assert declared["all"] == ["serve-pipeline[torchserve,dvc,docker,onnx,s3,ray]"]
 
 
@@ -74,3 +77,4 @@ def test_doctor_shows_the_pip_command_as_written(monkeypatch: pytest.MonkeyPatch
                                       str(REPO / "examples" / "torchserve" / "serve.yaml")])
     assert result.exit_code == 2
     assert "pip install 'serve-pipeline[torchserve]'" in result.output
+

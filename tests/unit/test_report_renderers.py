@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from pipeline.record import RunRecord
+from pipeline.release.baseline_deltas import compare
 from pipeline.report import charts
-from pipeline.report.compare import compare
 from pipeline.report.html import render_html
 from pipeline.report.markdown import render_markdown
 from tests.support.htmldom import Node, parse_html

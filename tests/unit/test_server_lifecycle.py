@@ -15,8 +15,10 @@ from pipeline.errors import ServerError
 from pipeline.server_ports import PRODUCTION_PORTS, port_names
 from pipeline.servers.base import BuiltArtifact, ReadinessWords, wait_until_ready
 from pipeline.servers.ports import loopback_ports
-from pipeline.servers.torchserve.server import TorchServeKind, TorchServeServer
-from pipeline.servers.triton.server import TritonInstallation, TritonKind, TritonServer
+from pipeline.servers.torchserve.kind import TorchServeKind
+from pipeline.servers.torchserve.server import TorchServeServer
+from pipeline.servers.triton.kind import TritonKind
+from pipeline.servers.triton.server import TritonInstallation, TritonServer
 from pipeline.spec.loading import load_spec
 from pipeline.spec.models import TORCHSERVE_PORTS, TRITON_PORTS
 

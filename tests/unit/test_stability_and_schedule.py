@@ -6,9 +6,9 @@ from itertools import pairwise
 
 import pytest
 
-from pipeline.gates.sequential import WindowPlan, run_windows
 from pipeline.measure.loadgen import LoadResult, Phase, schedule
 from pipeline.measure.stability import merge, settled, spread
+from pipeline.statistics.sequential import WindowPlan, run_windows
 
 
 def window(throughput: float, p99_us: int) -> LoadResult:

@@ -16,13 +16,13 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from pipeline.gates.evidence import evidence_of
-from pipeline.gates.order_stats import quantile_interval_us, quantile_ranks, values_at_ranks
-from pipeline.gates.sequential import WindowPlan, run_windows
 from pipeline.gates.verdict import PercentileVerdict, judge_percentile
 from pipeline.measure.loadgen import LoadResult, closed_loop, new_histogram
 from pipeline.measure.stability import merge
+from pipeline.request_types import HttpRequest
 from pipeline.results import Gate, StageResult, Status
-from pipeline.servers.base import HttpRequest
+from pipeline.statistics.order_stats import quantile_interval_us, quantile_ranks, values_at_ranks
+from pipeline.statistics.sequential import WindowPlan, run_windows
 from tests.support.http_server import serving
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.measure.blocking import BlockingHttp
 from pipeline.measure.http_client import WireError, WirePool, encode_request
-from pipeline.servers.base import HttpRequest
+from pipeline.request_types import HttpRequest
 from tests.support.http_server import serving
 
 

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.measure.distributed.ray_support import require_ray
 from pipeline.measure.distributed.reach import unreachable
+from pipeline.measure.distributed.run import LoadCluster
 from pipeline.measure.distributed.shard import resolve_workers
 
 if TYPE_CHECKING:
     from pipeline.context import RunContext
-    from pipeline.measure.distributed.run import LoadCluster
 
 DISTRIBUTED_STAGES = ("latency", "saturation")
 
@@ -29,8 +29,9 @@ def cluster_for(ctx: RunContext, stage: str) -> LoadCluster | None:
     if workers == 1:
         return None
     require_ray(f"stages.{stage}.workers", workers)
-    if ctx.load_cluster is None:
-        from pipeline.measure.distributed.run import LoadCluster, LoadWorkerLost
+    cluster = ctx.run_scoped(LoadCluster)
+    if cluster is None:
+        from pipeline.measure.distributed.run import LoadWorkerLost
 
         most = max(workers_for(ctx, name) for name in DISTRIBUTED_STAGES)
         address = ctx.ray_address or ctx.env.get("RAY_ADDRESS") or None
@@ -38,18 +39,19 @@ def cluster_for(ctx: RunContext, stage: str) -> LoadCluster | None:
         if why is not None:
             raise LoadWorkerLost(f"stages.{stage}.workers: the Ray cluster: {why}")
         try:
-            ctx.load_cluster = LoadCluster(most, address)
+            cluster = LoadCluster(most, address)
         except Exception as exc:  # Ray's own errors: fail the stage, with Ray's reason
             where = f"join the Ray cluster at {address}" if address else "start a local Ray"
             raise LoadWorkerLost(f"stages.{stage}.workers: could not {where} "
                                  f"({type(exc).__name__}: {exc})".splitlines()[0]) from None
-        ctx.resources.callback(ctx.load_cluster.close)
-    return ctx.load_cluster
+        ctx.keep_run_scoped(cluster)
+        ctx.resources.callback(cluster.close)
+    return cluster
 
 
 def load_workers_record(ctx: RunContext, stage: str) -> list[dict[str, Any]] | None:
     """Per worker over the stage's windows: requests, CPU, worst lag p99, client-bound."""
-    cluster = ctx.load_cluster
+    cluster = ctx.run_scoped(LoadCluster)
     if cluster is None or workers_for(ctx, stage) == 1:
         return None
     return cluster.rows_for(stage)

@@ -23,38 +23,30 @@ from typing import Any
 
 import numpy as np
 
-from pipeline import server_ports
-from pipeline.digest import canonical_json, sha256_bytes, sha256_file
-from pipeline.errors import PipelineError, ServerError
-from pipeline.measure.grpc_client import GrpcRequest
+from pipeline.errors import ServerError
 from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch
+from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.servers import http
 from pipeline.servers.base import (
-    ASSETS,
-    RUNTIME_MODULE,
     BuiltArtifact,
     EndpointLifecycle,
-    HttpRequest,
     ReadinessWords,
     RemoteLiveness,
 )
 from pipeline.servers.environment import server_environment
 from pipeline.servers.model_processes import ModelProcesses
 from pipeline.servers.process import ManagedProcess
-from pipeline.servers.torchserve.mar import build_mar, read_member
+from pipeline.servers.reconfiguration import swap_config
 from pipeline.servers.torchserve.properties import (
-    MODEL_VERSION,
-    check_properties,
     render_properties,
-    serve_spec,
 )
+from pipeline.servers.torchserve.register import register_config
 from pipeline.servers.torchserve.stats import TorchServeStats
 from pipeline.spec.models import (
     DECLARED_HUGE_BYTES,
     OVERSIZED_BODY_BYTES,
     LoadedSpec,
     ProbeName,
-    Spec,
 )
 
 # ---------------------------------------------------------------- the process
@@ -224,7 +216,7 @@ class TorchServeServer(TorchServeEndpoint):
     """A local TorchServe, isolated in its own folder, temp folder and loopback ports."""
 
     def __init__(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
-                 run_dir: Path, env: Mapping[str, str]) -> None:
+                 run_dir: Path, env: Mapping[str, str], *, model_api: bool = False) -> None:
         home = run_dir / "torchserve"
         super().__init__(loaded, f"http://127.0.0.1:{ports['inference']}",
                          f"http://127.0.0.1:{ports['management']}",
@@ -249,8 +241,8 @@ class TorchServeServer(TorchServeEndpoint):
         self.local = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home)
         self.process = self.local
         self.model_processes = ModelProcesses("model_service_worker", "a TorchServe worker")
-        # Lines appended to the rendered config.properties (tune turns the model API on).
-        self.extra_properties: list[str] = []
+        # Tune's own servers register each config through the model API.
+        self.extra_properties = ["enable_model_api=true"] if model_api else []
 
     def start(self) -> None:
         for folder in ("logs", "store"):
@@ -310,6 +302,25 @@ class TorchServeServer(TorchServeEndpoint):
             return f"{self.model_processes.describe(dead)}; {self.log_excerpt()}"
         return f"torchserve {self.local.describe_exit()}; {self.log_excerpt()}"
 
+    def can_reconfigure(self, from_device: str, to_device: str) -> bool:
+        """Its workers pick their device when the process starts: a device change restarts."""
+        return from_device == to_device
+
+    def reconfigure(self, loaded: LoadedSpec, model_file: Path, scratch: Path,
+                    label: str) -> None:
+        """Unregister the model and register an archive with the new batchSize,
+        maxBatchDelay and workers (the archive carries the batch size for our handler, so
+        each config gets its own)."""
+        timeout_s = loaded.spec.stages.readiness.timeout.seconds
+
+        def apply() -> None:
+            register_config(self.management_url, self.management_headers(),
+                            self.home / "store", loaded, model_file, scratch, label, timeout_s)
+            self.spec = loaded.spec     # readiness counts the workers the spec asks for
+
+        swap_config(self.model_processes, self.process_tree, apply,
+                    lambda: self.wait_ready(timeout_s))
+
     def _worker_failures(self) -> int:
         """How often a worker failed to come up (TorchServe retries forever)."""
         try:
@@ -317,67 +328,3 @@ class TorchServeServer(TorchServeEndpoint):
         except FileNotFoundError:
             return 0
         return text.count("Backend worker process died")
-
-
-class TorchServeKind:
-    """TorchServe: a .mar with a batching handler, and config.properties."""
-
-    name = "torchserve"
-    port_names = server_ports.port_names("torchserve")
-
-    def _production_config(self, spec: Spec) -> str:
-        ports = {**server_ports.PRODUCTION_PORTS["torchserve"], **spec.server.ports}
-        return render_properties(spec, ports, "model-store", loopback_only=False)
-
-    def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:
-        spec = loaded.spec
-        source = destination / "mar-source"
-        source.mkdir(parents=True)
-        stored = source / {"torchscript": "model.pt", "eager": "weights.pt",
-                           "onnx": "model.onnx"}[spec.model.format]
-        shutil.copyfile(model_file, stored)
-        extras = [source / "model_runtime.py", source / "serve_spec.json"]
-        shutil.copyfile(RUNTIME_MODULE, extras[0])
-        entrypoint_file = None
-        if spec.model.entrypoint is not None:
-            file_part, _, attribute = spec.model.entrypoint.rpartition(":")
-            shutil.copyfile(loaded.resolve(file_part), source / "entrypoint.py")
-            extras.append(source / "entrypoint.py")
-            entrypoint_file = f"entrypoint.py:{attribute}"
-        extras[1].write_bytes(canonical_json(serve_spec(spec, entrypoint_file)))
-        handler = source / "handler.py"
-        shutil.copyfile(ASSETS / "torchserve_handler.py", handler)
-        store = destination / "torchserve-store"
-        mar = build_mar(spec.name, MODEL_VERSION, stored, handler, extras, store,
-                        destination / "archiver-tmp", os.environ)
-        config = self._production_config(spec)
-        problems = check_properties(config, spec)
-        if problems:
-            raise PipelineError("config.properties check failed: " + "; ".join(problems))
-        return BuiltArtifact("torchserve-mar", store, mar, sha256_file(mar), "config.properties",
-                             config, sha256_bytes(config.encode()), model_file,
-                             sha256_file(model_file))
-
-    def restore(self, loaded: LoadedSpec, archive: Path, digest: str, model_file: Path,
-                destination: Path) -> BuiltArtifact:
-        spec = loaded.spec
-        store = destination / "torchserve-store"
-        store.mkdir(parents=True)
-        mar = store / f"{spec.name}.mar"
-        shutil.copyfile(archive, mar)
-        try:
-            packed = json.loads(read_member(mar, "serve_spec.json"))
-        except (KeyError, ValueError, OSError):
-            raise PipelineError("the release's .mar has no readable serve_spec.json") from None
-        entrypoint = packed.get("entrypoint")
-        if packed != serve_spec(spec, entrypoint):
-            raise PipelineError("the release's .mar was built for other tensors or batching than "
-                                "this environment's spec: a promotion never rebuilds; change "
-                                "serve.yaml and promote through the required environments")
-        config = self._production_config(spec)
-        return BuiltArtifact("torchserve-mar", store, mar, digest, "config.properties", config,
-                             sha256_bytes(config.encode()), model_file, sha256_file(model_file))
-
-    def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
-               run_dir: Path, env: Mapping[str, str]) -> TorchServeServer:
-        return TorchServeServer(loaded, artifact, ports, run_dir, env)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from pipeline import metric_names as m
 from pipeline.servers.base import (
     ServerStats,
@@ -25,6 +23,10 @@ class TorchServeStats:
 
     @classmethod
     def from_prometheus(cls, text: str, model: str) -> TorchServeStats:
+        # Imported here: prometheus_client comes with the torchserve extra, and a
+        # Triton-only install imports this module through the registry of kinds.
+        from prometheus_client.parser import text_string_to_metric_families
+
         # The parser names counter samples "<name>_total" whatever the exposition said.
         values = {"ts_inference_requests": 0.0, "ts_inference_latency_microseconds": 0.0,
                   "ts_queue_latency_microseconds": 0.0}

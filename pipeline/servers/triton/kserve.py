@@ -15,9 +15,8 @@ from tritonclient.grpc import service_pb2
 from tritonclient.http import InferenceServerClient, InferInput, InferRequestedOutput
 
 from pipeline.errors import ServerError
-from pipeline.measure.grpc_client import GrpcRequest
 from pipeline.model.tensors import NUMPY_DTYPES, WIRE_DTYPES, Array, Batch
-from pipeline.servers.base import HttpRequest
+from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ModelSpec, ProbeName
 
 

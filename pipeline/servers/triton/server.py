@@ -12,29 +12,25 @@ import secrets
 import shutil
 import sys
 import sysconfig
-import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import server_ports
-from pipeline.digest import deterministic_tar, sha256_bytes, sha256_file
-from pipeline.errors import PipelineError, ServerError
-from pipeline.measure.grpc_client import GrpcRequest
+from pipeline.errors import ServerError
 from pipeline.model.tensors import Array, Batch
+from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.servers import http
 from pipeline.servers.base import (
-    BuiltArtifact,
     EndpointLifecycle,
-    HttpRequest,
     ReadinessWords,
     RemoteLiveness,
 )
 from pipeline.servers.environment import server_environment
 from pipeline.servers.model_processes import ModelProcesses
 from pipeline.servers.process import ManagedProcess
+from pipeline.servers.reconfiguration import swap_config
 from pipeline.servers.triton import kserve
-from pipeline.servers.triton.config import check_model_config, write_model_repository
+from pipeline.servers.triton.reload import reload_model
 from pipeline.servers.triton.stats import TritonStats
 from pipeline.spec.models import LoadedSpec, ProbeName
 
@@ -220,7 +216,7 @@ class TritonServer(TritonEndpoint):
 
     def __init__(self, installation: TritonInstallation, repository: Path, loaded: LoadedSpec,
                  ports: Mapping[str, int], run_dir: Path, env: Mapping[str, str], *,
-                 copy_to: Path | None = None) -> None:
+                 copy_to: Path | None = None, model_control: bool = False) -> None:
         super().__init__(loaded, f"http://127.0.0.1:{ports['http']}",
                          f"127.0.0.1:{ports['grpc']}")
         self.ports = dict(ports)
@@ -239,8 +235,10 @@ class TritonServer(TritonEndpoint):
             "--allow-gpu-metrics=false", "--allow-cpu-metrics=true",
             "--allow-sagemaker=false", "--allow-vertex-ai=false",
             "--exit-on-error=true", "--strict-readiness=true",
-            # The repository API stays off: the model set is fixed by the release.
-            "--model-control-mode=none",
+            # The repository API stays off (the model set is fixed by the release), except
+            # for tune's own servers, which load the model at start as mode none would.
+            *(["--model-control-mode=explicit", f"--load-model={self.model_name}"]
+              if model_control else ["--model-control-mode=none"]),
             # Shared-memory regions named for this server alone, so that those a killed
             # server leaves in /dev/shm can be removed without touching anyone else's.
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
@@ -282,53 +280,15 @@ class TritonServer(TritonEndpoint):
     def log_excerpt(self) -> str:
         return log_excerpt(self.local.log_tail(400))
 
+    def can_reconfigure(self, from_device: str, to_device: str) -> bool:
+        return True
 
-class TritonKind:
-    """Triton: a model repository built through Triton's ModelConfig protobuf."""
-
-    name = "triton"
-    port_names = server_ports.port_names("triton")
-
-    def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:
-        spec = loaded.spec
-        entrypoint = None
-        if spec.model.entrypoint is not None:
-            entrypoint = loaded.resolve(spec.model.entrypoint.rpartition(":")[0])
-        repository = write_model_repository(spec, model_file, entrypoint,
-                                            destination / "model-repository")
-        config = repository.config_path.read_text()
-        problems = check_model_config(config, spec)
-        if problems:
-            raise PipelineError("config.pbtxt check failed: " + "; ".join(problems))
-        archive = destination / "model-repository.tar"
-        digest = deterministic_tar(repository.root, archive)
-        return BuiltArtifact("triton-model-repository", repository.root, archive, digest,
-                             "config.pbtxt", config, sha256_bytes(config.encode()),
-                             model_file, sha256_file(model_file))
-
-    def restore(self, loaded: LoadedSpec, archive: Path, digest: str, model_file: Path,
-                destination: Path) -> BuiltArtifact:
-        """A published model repository, unpacked as it was built (never re-rendered)."""
-        root = destination / "model-repository"
-        root.mkdir(parents=True)
-        with tarfile.open(archive) as bundle:
-            bundle.extractall(root, filter="data")
-        config_path = root / loaded.spec.name / "config.pbtxt"
-        if not config_path.is_file():
-            raise PipelineError(f"the release's model repository has no "
-                                f"{loaded.spec.name}/config.pbtxt")
-        config = config_path.read_text()
-        problems = check_model_config(config, loaded.spec)
-        if problems:
-            raise PipelineError(
-                "the release's config.pbtxt does not match this environment's spec ("
-                + "; ".join(problems) + "): a promotion never rebuilds; change serve.yaml "
-                "and promote through the required environments")
-        return BuiltArtifact("triton-model-repository", root, archive, digest, "config.pbtxt",
-                             config, sha256_bytes(config.encode()), model_file,
-                             sha256_file(model_file))
-
-    def launch(self, loaded: LoadedSpec, artifact: BuiltArtifact, ports: Mapping[str, int],
-               run_dir: Path, env: Mapping[str, str]) -> TritonServer:
-        return TritonServer(TritonInstallation.find(), artifact.serve_root, loaded, ports,
-                            run_dir, env, copy_to=run_dir / "serving-repository")
+    def reconfigure(self, loaded: LoadedSpec, model_file: Path, scratch: Path,
+                    label: str) -> None:
+        """Load the model again through the model-control API with a new config.pbtxt:
+        instances, batching and device."""
+        timeout_s = loaded.spec.stages.readiness.timeout.seconds
+        swap_config(self.model_processes, self.process_tree,
+                    lambda: reload_model(self.base_url, loaded, model_file, scratch, label,
+                                         timeout_s),
+                    lambda: self.wait_ready(timeout_s))

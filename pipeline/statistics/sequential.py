@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from pipeline.gates.distributions import normal_quantile, normal_survival
+from pipeline.statistics.distributions import normal_quantile, normal_survival
 
 Window = TypeVar("Window")
 
