@@ -72,7 +72,10 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
 def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
                      to: Annotated[str | None, typer.Option("--to", help="Release id (default: "
                                                             "the one before).")] = None,
-                     by: Actor = None) -> None:
+                     by: Actor = None,
+                     note: Annotated[str, typer.Option(
+                         "--note", help="Why: kept with the event (history shows it).")] = "",
+                     ) -> None:
     """Point ENVIRONMENT back at a release that was live there and not withdrawn.
 
     Anything else (a release never live there, or one a rollback moved away from) is
@@ -80,7 +83,8 @@ def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
     loaded = load_spec(file, environment)
     store = store_for(loaded)
     moved = rollback(store, loaded.spec.name, environment, to, actor_name(by),
-                     actor=acting(store), needs=promotion_needs(loaded, environment))
+                     actor=acting(store), needs=promotion_needs(loaded, environment),
+                     note=note)
     print_move(environment, moved)
 
 
@@ -100,13 +104,15 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
 
     table = Table(title=f"{loaded.spec.name} / {environment}: current {pointer.current or '-'}",
                   title_justify="left")
-    for column in ("at", "action", "release", "previous", "by", "run by", "approved by"):
+    for column in ("at", "action", "release", "previous", "by", "run by", "approved by",
+                   "note"):
         table.add_column(column)
     for event in pointer.events:
         table.add_row(event["at"], event["action"], event["release_id"],
                       event.get("previous_release_id") or "-", event["by"],
                       str((event.get("actor") or {}).get("user") or "-"),
-                      ", ".join(event.get("approved_by") or []) or "-")
+                      ", ".join(event.get("approved_by") or []) or "-",
+                      Text(str(event.get("note") or "-")))
     out.print(table)
 
 

@@ -65,3 +65,35 @@ def test_the_example_spec_offers_every_server_kind() -> None:
     assert "not in this version" not in text
     kind_line = next(line for line in text.splitlines() if line.strip().startswith("kind:"))
     assert all(kind in kind_line for kind in PRODUCTION_PORTS), kind_line
+
+
+def test_a_rollback_keeps_its_note_in_the_event_the_audit_and_history(project: Path) -> None:
+    from pipeline.digest import sha256_bytes
+    from pipeline.release.manifest import BlobSource, publish_release, utc_now
+    from pipeline.release.pointers import audit_key, move_pointer, read_pointer
+    from pipeline.release.policy import rollback
+    from pipeline.release.store import open_store
+
+    store = open_store("file://.serve-pipeline/store", project)
+    releases = [publish_release(store, "fraud-mlp",
+                                [BlobSource("model", None, body, sha256_bytes(body))],
+                                {"run_id": "r"}, utc_now()).release_id
+                for body in (b"model-1", b"model-2")]
+    for release in releases:
+        move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
+    event = rollback(store, "fraud-mlp", "staging", None, "rita",
+                     note="p99 doubled after the deploy [INC-42]").event
+    assert event["release_id"] == releases[0]
+    pointer, _ = read_pointer(store, "fraud-mlp", "staging")
+    assert pointer.events[-1]["note"] == "p99 doubled after the deploy [INC-42]"
+    audit = store.read(audit_key("fraud-mlp", "staging", pointer.events[-1]))
+    assert audit is not None and b"p99 doubled after the deploy [INC-42]" in audit
+    shown = CliRunner().invoke(app, ["history", "staging", "-f", "serve.yaml"],
+                               terminal_width=400)
+    assert shown.exit_code == 0, shown.output
+    assert "p99 doubled after the deploy [INC-42]" in _flat(shown.output)
+
+
+def test_rollback_takes_a_note() -> None:
+    shown = _flat(CliRunner().invoke(app, ["rollback", "--help"], terminal_width=400).output)
+    assert "--note" in shown
