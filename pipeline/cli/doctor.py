@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile
 from pipeline.preflight import Scope, most_serious, run_checks
@@ -50,7 +51,9 @@ def doctor(file: SpecFile = DEFAULT_SPEC,
         console = Console(highlight=False, soft_wrap=True,
                           width=None if sys.stdout.isatty() else 160)
         console.print(table)
-        failed = sum(1 for check in checks if check.status == "failed")
-        console.print(f"{failed} problem(s) in {took:.2f} s")
+        failed = [check for check in checks if check.status == "failed"]
+        for check in failed:    # each problem whole, on one line, below the wrapped table
+            console.print(Text.assemble(("✗ ", "red"), check.line()))
+        console.print(f"{len(failed)} problem(s) in {took:.2f} s")
     if code:
         raise typer.Exit(code)
