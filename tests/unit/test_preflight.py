@@ -95,3 +95,29 @@ def test_doctor_for_production_runs_the_promotion_policy_read_only(project: Path
         f"policy.{step}": "ok" for step in ("spec", "target", "blobs", "requires", "gates",
                                             "approval")}
     assert checks["policy.approval"].detail == "approved by rita"
+
+
+def test_a_busy_port_names_its_process_and_the_line_that_sets_it(project: Path) -> None:
+    """A real socket of this test process holds the port the staging overlay asks for."""
+    import os
+    import socket
+
+    import psutil
+
+    from pipeline.preflight.ports import port_checks
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        overlay = project / "environments" / "staging.yaml"
+        lines = [line for line in overlay.read_text().splitlines() if line != "{}"]
+        overlay.write_text("\n".join([*lines, f"server: {{ports: {{http: {port}}}}}", ""]))
+        loaded = load_spec(project / "serve.yaml", "staging")
+        checks = port_checks(loaded)
+    assert [check.status for check in checks] == ["failed"]
+    assert checks[0].line() == (
+        f"ports: environments/staging.yaml:{len(lines) + 1}: server.ports.http: port {port} on "
+        f"127.0.0.1 is already in use by process {os.getpid()} ({psutil.Process().name()}): "
+        "stop it, or set another port there")
+    assert port_checks(load_spec(project / "serve.yaml", "staging"))[0].status == "ok"
