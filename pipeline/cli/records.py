@@ -8,12 +8,14 @@ from pathlib import Path
 from pipeline.cli.github import job_summary
 from pipeline.errors import PipelineError, StoreError, UsageError
 from pipeline.record import RunRecord, load_run_record, runs_dir
+from pipeline.release.dossier import ReleaseDossier, release_dossier
 from pipeline.release.manifest import (
     VerificationUnreadable,
     read_manifest,
     release_record,
     verification_blob,
 )
+from pipeline.release.offline import approver_keys_by_environment
 from pipeline.release.store import store_for
 from pipeline.report.formats import baseline_for, render
 from pipeline.spec.models import LoadedSpec
@@ -26,9 +28,25 @@ def write_reports(loaded: LoadedSpec, record: RunRecord, run_dir: Path) -> None:
         baseline = baseline_for(store_for(loaded), loaded.spec.name, record)
     except PipelineError:
         baseline = None
-    (run_dir / "report.html").write_text(render(record, "html", baseline), encoding="utf-8")
+    release = release_evidence(loaded, record.release_id,
+                               record.promoted_to or record.environment)
+    (run_dir / "report.html").write_text(render(record, "html", baseline, release=release),
+                                         encoding="utf-8")
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        job_summary(render(record, "markdown", baseline))
+        job_summary(render(record, "markdown", baseline, release=release))
+
+
+def release_evidence(loaded: LoadedSpec, release_id: str | None,
+                     environment: str | None) -> ReleaseDossier | str | None:
+    """The dossier of `release_id` against what is live in `environment`; None for a run
+    that published nothing, and why not when it cannot be read (the report says so)."""
+    if not release_id:
+        return None
+    try:
+        return release_dossier(store_for(loaded), loaded.spec.name, release_id, environment,
+                               approver_keys_by_environment(loaded))
+    except PipelineError as error:
+        return str(error)
 
 
 def find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:

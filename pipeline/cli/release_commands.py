@@ -157,13 +157,20 @@ def releases_command(file: SpecFile = DEFAULT_SPEC,
     from rich.table import Table
 
     table = Table(title=f"{name} releases in {store.url}", title_justify="left")
-    for column in ("release", "created", "by", "verified in", "gates", "current in"):
+    for column in ("release", "created", "by", "verified in", "model", "config", "gates",
+                   "current in"):
         table.add_column(column)
     for row in rows:
         table.add_row(row["release_id"], str(row["created_at"]), str(row["created_by"]),
-                      str(row["verified_in"] or "-"), f"{row['gates_passed']}/{row['gates']}",
+                      str(row["verified_in"] or "-"), _digest(row["model_sha256"]),
+                      _digest(row["config_sha256"]), f"{row['gates_passed']}/{row['gates']}",
                       ", ".join(row["current_in"]) or "-")
     out.print(table)
+
+
+def _digest(value: object) -> str:
+    """The first 12 hex digits (as `verify` and the store's messages show digests)."""
+    return f"sha256:{str(value)[:12]}" if value else "-"
 
 
 def verify_command(release_id: str, file: SpecFile = DEFAULT_SPEC,

@@ -9,7 +9,7 @@ import typer
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile, out
 from pipeline.cli.github import job_summary
-from pipeline.cli.records import find_record
+from pipeline.cli.records import find_record, release_evidence
 from pipeline.release.store import store_for
 from pipeline.report.formats import Format, baseline_for, render
 from pipeline.report.terminal import render_terminal
@@ -21,6 +21,9 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
            output: Annotated[Format, typer.Option(
                "--format", help="terminal, json, html (one offline file), svg, markdown "
                "(also appended to $GITHUB_STEP_SUMMARY when set)")] = "terminal",
+           env: Annotated[str | None, typer.Option(
+               "--env", help="Show the release against what is live in ENV (default: the "
+               "last environment it was promoted to, else where it was verified).")] = None,
            ) -> None:
     """Show a run's record, or the record a release was verified with."""
     loaded = load_spec(file, None)
@@ -28,9 +31,10 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
     if output == "terminal":
         out.print(render_terminal(record))
         return
-    baseline = baseline_for(store_for(loaded), loaded.spec.name, record) \
-        if output in ("html", "markdown") else None
-    text = render(record, output, baseline)
+    rendered = output in ("html", "markdown")
+    baseline = baseline_for(store_for(loaded), loaded.spec.name, record) if rendered else None
+    release = release_evidence(loaded, record.release_id, env) if rendered else None
+    text = render(record, output, baseline, release=release)
     sys.stdout.write(text)
     if output == "markdown":
         job_summary(text)

@@ -9,6 +9,7 @@ from typing import Literal
 from rich.console import Console
 
 from pipeline.record import RunRecord
+from pipeline.release.dossier import ReleaseDossier
 from pipeline.release.manifest import read_manifest, read_verification
 from pipeline.release.regression import live_release
 from pipeline.release.store.base import Store
@@ -34,15 +35,17 @@ def baseline_for(store: Store, name: str, record: RunRecord) -> RunRecord | None
 
 
 def render(record: RunRecord, fmt: Format, baseline: RunRecord | None = None,
-           width: int = 140) -> str:
+           width: int = 140, release: ReleaseDossier | str | None = None) -> str:
+    """`release`: the release's evidence (pipeline.release.dossier), or why it could not be
+    read; shown by the HTML and Markdown reports."""
     if fmt == "json":
         return json.dumps(record.to_json(), indent=2) + "\n"
     if record.command == "tune" and isinstance(record.extra.get("tune"), dict):
         return _render_tune(record, fmt, width)
     if fmt == "html":
-        return render_html(record, baseline)
+        return render_html(record, baseline, release=release)
     if fmt == "markdown":
-        return render_markdown(record, baseline)
+        return render_markdown(record, baseline, release=release)
     console = Console(record=True, width=width, file=io.StringIO(), highlight=False)
     console.print(render_terminal(record))
     if fmt == "svg":
