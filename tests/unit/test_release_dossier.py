@@ -61,3 +61,32 @@ def test_a_release_whose_evidence_cannot_be_read_says_so() -> None:
     section = parse_html(page).by_id("release")
     assert section is not None
     assert "could not be read: no release x in file://s" in section.text()
+
+
+def test_an_approval_on_a_verified_identity_names_it(project: Path) -> None:
+    from pipeline.release.manifest import manifest_digest
+    from pipeline.release.pointers import read_pointer
+    from pipeline.release.signing.approvals import write_approval
+    from pipeline.release.signing.keys import FileSigner
+
+    store = policy_store(project)
+    release = configured_release(store, b"model-1", 2000, 2, dirty=True)
+    write_approval(store, NAME, release, manifest_digest(store, NAME, release), "production",
+                   read_pointer(store, NAME, "production")[0],
+                   FileSigner.from_file(project / "keys" / "rita.pem"), "rita",
+                   {"user": "rita@github-actions", "via": "github-actions", "verified": True,
+                    "verified_identities": ["github:rita"]})
+    keys = approver_keys_by_environment(load_spec(project / "serve.yaml"))
+    [approval] = release_dossier(store, NAME, release, None, keys).approvals
+    assert (approval.identity, approval.key, approval.counts) == (
+        "github:rita (verified)", "rita", True)
+    dossier = release_dossier(store, NAME, release, None, keys)
+    assert dossier.environment == "staging" and dossier.live is None
+    page = parse_html(render(RunRecord(release_id=release), "html", release=dossier))
+    git = page.by_id("git")
+    assert git is not None and "(dirty: built with uncommitted changes)" in git.text()
+
+
+def test_the_run_report_names_the_git_commit() -> None:
+    record = RunRecord(run_id="r", git={"commit": COMMIT, "dirty": False})
+    assert f"{COMMIT} (clean)" in render(record, "html")
