@@ -21,7 +21,7 @@ from pipeline.cli.common import (
     out,
     print_move,
 )
-from pipeline.cli.records import find_record
+from pipeline.cli.records import find_record, release_evidence
 from pipeline.errors import UsageError
 from pipeline.release.approve import approve_release
 from pipeline.release.catalog import release_rows
@@ -32,6 +32,7 @@ from pipeline.release.policy import promotion_needs, rollback
 from pipeline.release.signing.keys import APPROVAL_KEY_ENV, FileSigner
 from pipeline.release.store import store_for
 from pipeline.release.verify import verify_store
+from pipeline.report.release_terminal import release_terminal
 from pipeline.report.terminal import render_terminal
 from pipeline.spec.loading import load_spec
 
@@ -57,6 +58,7 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
     signer = FileSigner.from_file(key_path)
     identity = acting(store)
     out.print(render_terminal(find_record(loaded, release_id)))
+    out.print(release_terminal(release_evidence(loaded, release_id, env) or "no release"))
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("approve asks for confirmation; pass --yes when not at a terminal")

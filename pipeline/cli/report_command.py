@@ -12,6 +12,7 @@ from pipeline.cli.github import job_summary
 from pipeline.cli.records import find_record, release_evidence
 from pipeline.release.store import store_for
 from pipeline.report.formats import Format, baseline_for, render
+from pipeline.report.release_terminal import release_terminal
 from pipeline.report.terminal import render_terminal
 from pipeline.spec.loading import load_spec
 
@@ -30,6 +31,9 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
     record = find_record(loaded, identifier)
     if output == "terminal":
         out.print(render_terminal(record))
+        evidence = release_evidence(loaded, record.release_id, env)
+        if evidence is not None:
+            out.print(release_terminal(evidence))
         return
     rendered = output in ("html", "markdown")
     baseline = baseline_for(store_for(loaded), loaded.spec.name, record) if rendered else None

@@ -90,3 +90,23 @@ def test_an_approval_on_a_verified_identity_names_it(project: Path) -> None:
 def test_the_run_report_names_the_git_commit() -> None:
     record = RunRecord(run_id="r", git={"commit": COMMIT, "dirty": False})
     assert f"{COMMIT} (clean)" in render(record, "html")
+
+
+def test_the_terminal_shows_the_diff_and_digests_an_approver_signs(project: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from pipeline.report.release_terminal import release_terminal
+
+    store = policy_store(project)
+    live = configured_release(store, b"model-1", 2000, 2, dirty=False)
+    move_pointer(store, NAME, "production", live, "promote", "ci")
+    candidate = configured_release(store, b"model-2", 2000, 3, dirty=False)
+    keys = approver_keys_by_environment(load_spec(project / "serve.yaml"))
+    console = Console(file=io.StringIO(), width=200, highlight=False)
+    console.print(release_terminal(release_dossier(store, NAME, candidate, "production", keys)))
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert f"against live {live} in production" in shown
+    assert "+instance_group [{ count: 3 kind: KIND_CPU }]" in shown
+    assert f"git commit {COMMIT} (clean)" in shown
