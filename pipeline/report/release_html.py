@@ -47,15 +47,16 @@ def _digests(section: ET.Element, release: ReleaseSide, live: ReleaseSide | None
         add_element(row, "td", label, cls="label")
         add_element(row, "td", _short(mine), cls="mono")
         add_element(row, "td", _short(theirs) if live else "nothing live", cls="mono")
-        same = live is not None and mine == theirs
-        add_element(row, "td", "same" if same else "changed" if live else "",
-                    cls="same" if same else "changed")
+        verdict = "" if live is None or mine is theirs is None else \
+            "same" if mine == theirs else "changed"
+        add_element(row, "td", verdict, cls=verdict or None)
 
 
 def _git(section: ET.Element, dossier: ReleaseDossier) -> None:
     git = dossier.git
     if not git or not git.get("commit"):
-        text = "Git commit: not recorded (built outside a git work tree, or by an older version)."
+        text = ("Git commit: not recorded (the spec's folder had no git commit when it was "
+                "built, or an older version built it).")
     else:
         state = ("dirty: built with uncommitted changes" if git.get("dirty")
                  else "clean work tree")
