@@ -7,6 +7,7 @@ from typing import Any
 from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.outcomes.publish import UploadOutcome
+from pipeline.provenance import git_state
 from pipeline.record import RunRecord, ServerInfo
 from pipeline.release.identity import acting_identity
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
@@ -44,6 +45,7 @@ def manifest_body(ctx: RunContext) -> dict[str, Any]:
         "artifact": {"kind": build.kind, "sha256": build.digest},
         "config": {"file": build.config_name, "sha256": build.config_digest},
         "image": None,
+        "git": git_state(ctx.loaded.workspace),
         "gates": [{"stage": r.name, **gate.__dict__} for r in ctx.results for gate in r.gates],
         "stages": {r.name: {"status": r.status.value, "metrics": r.metrics}
                    for r in ctx.results},

@@ -10,7 +10,7 @@ from pipeline.errors import ServerError
 from pipeline.results import StageResult, Status
 from pipeline.servers import server_kind
 from pipeline.servers.base import Contained, ModelServer
-from pipeline.servers.ports import loopback_ports, port_is_bound
+from pipeline.servers.ports import busy_port_message, loopback_ports, port_is_bound
 
 NAME = "start"
 USES_SERVER = True
@@ -24,7 +24,7 @@ def run(ctx: RunContext) -> StageResult:
     wanted = spec.server.ports
     for name, port in wanted.items():
         if port_is_bound(port):
-            raise ServerError(f"server.ports.{name}: port {port} on 127.0.0.1 is already in use")
+            raise ServerError(busy_port_message(ctx.loaded, name, port))
     ports = loopback_ports(kind.port_names, wanted)
     server: ModelServer
     if spec.server.runtime == "docker":

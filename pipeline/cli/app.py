@@ -10,11 +10,13 @@ import os
 import signal
 import sys
 from types import FrameType
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from pipeline import __version__
 from pipeline.cli.compare import compare
 from pipeline.cli.doctor import doctor
 from pipeline.cli.github import annotate
@@ -34,6 +36,21 @@ from pipeline.errors import PipelineError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Take a trained model to production through measured gates.")
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        sys.stdout.write(f"serve-pipeline {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version,
+        help="Print the version and exit.")] = False) -> None:
+    """Take a trained model to production through measured gates."""
+
+
 app.command()(validate)
 app.command()(schema)
 app.command()(promote)

@@ -51,7 +51,9 @@ def doctor(file: SpecFile = DEFAULT_SPEC,
         console = Console(highlight=False, soft_wrap=True,
                           width=None if sys.stdout.isatty() else 160)
         console.print(table)
-        failed = sum(1 for check in checks if check.status == "failed")
-        console.print(f"{failed} problem(s) in {took:.2f} s")
+        failed = [check for check in checks if check.status == "failed"]
+        for check in failed:    # each problem whole, on one line, below the wrapped table
+            console.print(Text.assemble(("✗ ", "red"), check.line()))
+        console.print(f"{len(failed)} problem(s) in {took:.2f} s")
     if code:
         raise typer.Exit(code)

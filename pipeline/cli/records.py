@@ -11,6 +11,7 @@ from pipeline.errors import PipelineError, StoreError, UsageError
 
 if TYPE_CHECKING:
     from pipeline.record import RunRecord
+    from pipeline.release.dossier import ReleaseDossier
     from pipeline.spec.models import LoadedSpec
 
 
@@ -23,9 +24,28 @@ def write_reports(loaded: LoadedSpec, record: RunRecord, run_dir: Path) -> None:
         baseline = baseline_for(store_for(loaded), loaded.spec.name, record)
     except PipelineError:
         baseline = None
-    (run_dir / "report.html").write_text(render(record, "html", baseline), encoding="utf-8")
+    release = release_evidence(loaded, record.release_id,
+                               record.promoted_to or record.environment)
+    (run_dir / "report.html").write_text(render(record, "html", baseline, release=release),
+                                         encoding="utf-8")
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        job_summary(render(record, "markdown", baseline))
+        job_summary(render(record, "markdown", baseline, release=release))
+
+
+def release_evidence(loaded: LoadedSpec, release_id: str | None,
+                     environment: str | None) -> ReleaseDossier | str | None:
+    """The dossier of `release_id` against what is live in `environment`; None for a run
+    that published nothing, and why not when it cannot be read (the report says so)."""
+    from pipeline.release.dossier import release_dossier
+    from pipeline.release.offline import approver_keys_by_environment
+    from pipeline.release.store import store_for
+    if not release_id:
+        return None
+    try:
+        return release_dossier(store_for(loaded), loaded.spec.name, release_id, environment,
+                               approver_keys_by_environment(loaded))
+    except PipelineError as error:
+        return str(error)
 
 
 def find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:

@@ -36,10 +36,11 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
                         "--yes", help="Do not ask (scripts, CI).")] = False) -> None:
     """Show RELEASE_ID's verification report and sign an approval of it for an environment:
     a statement over its manifest's digest and the environment, signed with --key."""
-    from pipeline.cli.records import find_record
+    from pipeline.cli.records import find_record, release_evidence
     from pipeline.release.approve import approve_release
     from pipeline.release.signing.keys import APPROVAL_KEY_ENV, FileSigner
     from pipeline.release.store import store_for
+    from pipeline.report.release_terminal import release_terminal
     from pipeline.report.terminal import render_terminal
     from pipeline.spec.loading import load_spec
     loaded = load_spec(file, env)
@@ -51,6 +52,7 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
     signer = FileSigner.from_file(key_path)
     identity = acting(store)
     out.print(render_terminal(find_record(loaded, release_id)))
+    out.print(release_terminal(release_evidence(loaded, release_id, env) or "no release"))
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("approve asks for confirmation; pass --yes when not at a terminal")
@@ -66,7 +68,10 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
 def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
                      to: Annotated[str | None, typer.Option("--to", help="Release id (default: "
                                                             "the one before).")] = None,
-                     by: Actor = None) -> None:
+                     by: Actor = None,
+                     note: Annotated[str, typer.Option(
+                         "--note", help="Why: kept with the event (history shows it).")] = "",
+                     ) -> None:
     """Point ENVIRONMENT back at a release that was live there and not withdrawn.
 
     Anything else (a release never live there, or one a rollback moved away from) is
@@ -77,7 +82,8 @@ def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
     loaded = load_spec(file, environment)
     store = store_for(loaded)
     moved = rollback(store, loaded.spec.name, environment, to, actor_name(by),
-                     actor=acting(store), needs=promotion_needs(loaded, environment))
+                     actor=acting(store), needs=promotion_needs(loaded, environment),
+                     note=note)
     print_move(environment, moved)
 
 
@@ -100,13 +106,15 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
 
     table = Table(title=f"{loaded.spec.name} / {environment}: current {pointer.current or '-'}",
                   title_justify="left")
-    for column in ("at", "action", "release", "previous", "by", "run by", "approved by"):
+    for column in ("at", "action", "release", "previous", "by", "run by", "approved by",
+                   "note"):
         table.add_column(column)
     for event in pointer.events:
         table.add_row(event["at"], event["action"], event["release_id"],
                       event.get("previous_release_id") or "-", event["by"],
                       str((event.get("actor") or {}).get("user") or "-"),
-                      ", ".join(event.get("approved_by") or []) or "-")
+                      ", ".join(event.get("approved_by") or []) or "-",
+                      Text(str(event.get("note") or "-")))
     out.print(table)
 
 
@@ -159,13 +167,20 @@ def releases_command(file: SpecFile = DEFAULT_SPEC,
     from rich.table import Table
 
     table = Table(title=f"{name} releases in {store.url}", title_justify="left")
-    for column in ("release", "created", "by", "verified in", "gates", "current in"):
+    for column in ("release", "created", "by", "verified in", "model", "config", "gates",
+                   "current in"):
         table.add_column(column)
     for row in rows:
         table.add_row(row["release_id"], str(row["created_at"]), str(row["created_by"]),
-                      str(row["verified_in"] or "-"), f"{row['gates_passed']}/{row['gates']}",
+                      str(row["verified_in"] or "-"), _digest(row["model_sha256"]),
+                      _digest(row["config_sha256"]), f"{row['gates_passed']}/{row['gates']}",
                       ", ".join(row["current_in"]) or "-")
     out.print(table)
+
+
+def _digest(value: object) -> str:
+    """The first 12 hex digits (as `verify` and the store's messages show digests)."""
+    return f"sha256:{str(value)[:12]}" if value else "-"
 
 
 def verify_command(release_id: str, file: SpecFile = DEFAULT_SPEC,

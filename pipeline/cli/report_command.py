@@ -17,21 +17,29 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
            output: Annotated[Format, typer.Option(
                "--format", help="terminal, json, html (one offline file), svg, markdown "
                "(also appended to $GITHUB_STEP_SUMMARY when set)")] = "terminal",
+           env: Annotated[str | None, typer.Option(
+               "--env", help="Show the release against what is live in ENV (default: the "
+               "last environment it was promoted to, else where it was verified).")] = None,
            ) -> None:
     """Show a run's record, or the record a release was verified with."""
-    from pipeline.cli.records import find_record
+    from pipeline.cli.records import find_record, release_evidence
     from pipeline.release.store import store_for
     from pipeline.report.formats import baseline_for, render
+    from pipeline.report.release_terminal import release_terminal
     from pipeline.report.terminal import render_terminal
     from pipeline.spec.loading import load_spec
     loaded = load_spec(file, None)
     record = find_record(loaded, identifier)
     if output == "terminal":
         out.print(render_terminal(record))
+        evidence = release_evidence(loaded, record.release_id, env)
+        if evidence is not None:
+            out.print(release_terminal(evidence))
         return
-    baseline = baseline_for(store_for(loaded), loaded.spec.name, record) \
-        if output in ("html", "markdown") else None
-    text = render(record, output, baseline)
+    rendered = output in ("html", "markdown")
+    baseline = baseline_for(store_for(loaded), loaded.spec.name, record) if rendered else None
+    release = release_evidence(loaded, record.release_id, env) if rendered else None
+    text = render(record, output, baseline, release=release)
     sys.stdout.write(text)
     if output == "markdown":
         job_summary(text)

@@ -90,7 +90,7 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
 
     Without --release, and when the environment requires no other one, this
     builds, verifies and publishes a new release first. An environment whose
-    overlay has `requires: [staging]` takes the release current there (or
+    overlay has `requires: \\[staging]` takes the release current there (or
     --release), never a rebuild, after every check of the promotion policy: its
     blobs and signed attestation, the environments it requires, this
     environment's gates on its recorded results, and signed approvals.

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.errors import PipelineError, PolicyError, StoreError
 from pipeline.preflight.checks import POLICY, SETUP, STORE, Check
+from pipeline.preflight.promotion import promotion_checks
 from pipeline.preflight.scope import Scope
 from pipeline.release.manifest import read_manifest
 from pipeline.release.pointers import read_pointer
@@ -49,8 +50,11 @@ def store_checks(loaded: LoadedSpec, scope: Scope) -> list[Check]:
         return checks
     if scope.environment is not None:
         checks.append(_pointer(store, loaded, scope.environment))
-    if scope.needs_release and checks[-1].status == "ok":
+    if scope.needs_release and scope.environment is not None and checks[-1].status == "ok":
         checks.append(_release(store, loaded, scope.environment))
+        if checks[-1].status == "ok":
+            release_id = source_release(store, loaded, None)
+            checks += promotion_checks(store, loaded, scope.environment, release_id)
     return checks
 
 

@@ -26,6 +26,7 @@ def release_rows(store: Store, name: str) -> list[dict[str, Any]]:
                      "created_by": manifest.get("created_by"),
                      "verified_in": manifest.get("verified_in"),
                      "model_sha256": manifest.get("model", {}).get("sha256"),
+                     "config_sha256": (manifest.get("config") or {}).get("sha256"),
                      "gates_passed": sum(1 for g in gates if g.get("passed")),
                      "gates": len(gates), "current_in": sorted(current.get(release_id, []))})
     return rows

@@ -211,6 +211,7 @@ def promote_existing(store: Store, loaded: LoadedSpec, environment: str,
 
 
 def rollback(store: Store, name: str, environment: str, to: str | None, by: str,
-             actor: dict[str, Any] | None = None, needs: str = "") -> Moved:
+             actor: dict[str, Any] | None = None, needs: str = "", note: str = "") -> Moved:
+    """`note` (why) is kept in the pointer's event and its audit entry."""
     return commit(store, name, decide_rollback(store, name, environment, to, needs), by,
-                  actor=actor)
+                  note=note, actor=actor)

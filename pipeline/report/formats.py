@@ -10,6 +10,7 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from pipeline.record import RunRecord
+    from pipeline.release.dossier import ReleaseDossier
     from pipeline.release.store.base import Store
 
 
@@ -31,7 +32,9 @@ def baseline_for(store: Store, name: str, record: RunRecord) -> RunRecord | None
 
 
 def render(record: RunRecord, fmt: Format, baseline: RunRecord | None = None,
-           width: int = 140) -> str:
+           width: int = 140, release: ReleaseDossier | str | None = None) -> str:
+    """`release`: the release's evidence (pipeline.release.dossier), or why it could not be
+    read; shown by the HTML and Markdown reports."""
     from pipeline.report.html import render_html
     from pipeline.report.markdown import render_markdown
     from pipeline.report.terminal import render_terminal
@@ -40,9 +43,9 @@ def render(record: RunRecord, fmt: Format, baseline: RunRecord | None = None,
     if record.command == "tune" and isinstance(record.extra.get("tune"), dict):
         return _render_tune(record, fmt, width)
     if fmt == "html":
-        return render_html(record, baseline)
+        return render_html(record, baseline, release=release)
     if fmt == "markdown":
-        return render_markdown(record, baseline)
+        return render_markdown(record, baseline, release=release)
     console = Console(record=True, width=width, file=io.StringIO(), highlight=False)
     console.print(render_terminal(record))
     if fmt == "svg":

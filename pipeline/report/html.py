@@ -17,12 +17,15 @@ from pipeline.release.baseline_deltas import (
     comparability_note,
     compare,
 )
+from pipeline.release.dossier import ReleaseDossier
 from pipeline.report import charts
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
+from pipeline.report.elements import add_element, add_section, add_table
 from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
 from pipeline.report.load_workers import worker_lines
 from pipeline.report.regression_view import side_by_side
+from pipeline.report.release_html import release_section
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
 
@@ -31,32 +34,6 @@ def _css() -> str:
     """The page's style sheet (package data beside this module)."""
     return resources.files("pipeline.report").joinpath("report.css").read_text(encoding="utf-8")
 
-
-
-def add_element(parent: ET.Element, tag: str, text: str | None = None, cls: str | None = None,
-                **attrs: str) -> ET.Element:
-    element = ET.SubElement(parent, tag, attrs)
-    if cls:
-        element.set("class", cls)
-    if text is not None:
-        element.text = text
-    return element
-
-
-def add_section(parent: ET.Element, title: str, cls: str | None = None) -> ET.Element:
-    section = add_element(parent, "section", cls=cls)
-    add_element(section, "h2", title)
-    return section
-
-
-def add_table(parent: ET.Element, headers: list[tuple[str, str]],
-              table_id: str | None = None) -> ET.Element:
-    """A table with a header row; returns its tbody. Header pairs are (text, css class)."""
-    table = add_element(parent, "table", **({"id": table_id} if table_id else {}))
-    row = add_element(add_element(table, "thead"), "tr")
-    for header, cls in headers:
-        add_element(row, "th", header, cls=cls or None)
-    return add_element(table, "tbody")
 
 
 def _banner(parent: ET.Element, record: RunRecord) -> None:
@@ -429,12 +406,15 @@ def new_document(title: str) -> tuple[ET.Element, ET.Element]:
 
 
 def render_html(record: RunRecord, baseline: RunRecord | None = None, *,
-                tolerance: float = DEFAULT_TOLERANCE) -> str:
+                tolerance: float = DEFAULT_TOLERANCE,
+                release: ReleaseDossier | str | None = None) -> str:
     """The whole report as one HTML document: inline CSS, inline SVG, no script."""
     html, main = new_document(
         f"serve-pipeline {record.status or ''} · run {record.run_id or '?'}")
     _banner(main, record)
     _stage_strip(main, record)
+    if release is not None:
+        release_section(main, release)
     _gates(main, record)
     measured = add_element(main, "div", cls="grid")
     _waits(measured, record)

@@ -7,11 +7,13 @@ import html
 
 from pipeline.record import RunRecord
 from pipeline.release.baseline_deltas import DEFAULT_TOLERANCE, comparability_note, compare
+from pipeline.release.dossier import ReleaseDossier
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
 from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
 from pipeline.report.load_workers import worker_lines
 from pipeline.report.regression_view import side_by_side
+from pipeline.report.release_markdown import release_markdown
 
 STATUS_ICON = {"passed": "✅", "failed": "❌", "aborted": "⏹️", "skipped": "⏭️",
                "running": "⏳"}
@@ -196,7 +198,9 @@ def _comparison(record: RunRecord, baseline: RunRecord | None,
 
 
 def render_markdown(record: RunRecord, baseline: RunRecord | None = None, *,
-                    tolerance: float = DEFAULT_TOLERANCE) -> str:
+                    tolerance: float = DEFAULT_TOLERANCE,
+                    release: ReleaseDossier | str | None = None) -> str:
     lines = [*_header(record), *_gates(record), *_measurements(record), *_knee(record),
-             *_side_by_side(record), *_comparison(record, baseline, tolerance)]
+             *_side_by_side(record), *_comparison(record, baseline, tolerance),
+             *(release_markdown(release) if release is not None else [])]
     return "\n".join(lines).rstrip() + "\n"

@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.report.html import add_element, add_section, add_table, new_document
+from pipeline.report.elements import add_element, add_section, add_table
+from pipeline.report.html import new_document
 from pipeline.report.sidebyside_charts import latency_chart, throughput_chart
 from pipeline.report.sidebyside_views import (
     failure_rows,

@@ -350,6 +350,10 @@ def provenance(record: RunRecord) -> list[tuple[str, str]]:
     rows.extend((key, str(value)) for key, value in top if value not in (None, ""))
     if record.spec_files:
         rows.append(("spec files", ", ".join(record.spec_files)))
+    if record.git and record.git.get("commit"):
+        rows.append(("git commit", f"{record.git['commit']}"
+                     + (" (dirty: uncommitted changes)" if record.git.get("dirty") else
+                        " (clean)")))
     models = {"model": record.model, **{key: value for key, value in record.extra.items()
                                         if key.startswith("model")}}
     for key, value in models.items():

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from pipeline.servers.ports import free_ports
@@ -87,9 +88,9 @@ def test_every_problem_at_once_with_the_most_serious_code(project: Path,
     assert code == 2   # a setup that cannot run outranks the store
     assert len(lines) == 2
     assert "store: " in lines[0] and "does not exist" in lines[0]
-    assert lines[1] == (f"error: preflight: ports: server.ports: http {port} on 127.0.0.1 "
-                        "already in use: stop what holds them, or remove the fixed ports from "
-                        "the spec")
+    assert lines[1] == (f"error: preflight: ports: {ports_line(spec)}: server.ports.http: port "
+                        f"{port} on 127.0.0.1 is already in use by process {os.getpid()} "
+                        f"({psutil.Process().name()}): stop it, or set another port there")
 
 
 # ------------------------------------------------------------ credentials (moto + IAM)
@@ -248,9 +249,16 @@ def test_a_busy_fixed_port(project: Path) -> None:
         spec.write_text(spec.read_text().replace("  ports: {}", f"  ports: {{metrics: {port}}}"))
         code, lines = refused(project, ["promote", "staging"])
     assert code == 2
-    assert lines == [f"error: preflight: ports: server.ports: metrics {port} on 127.0.0.1 "
-                     "already in use: stop what holds them, or remove the fixed ports from the "
-                     "spec"]
+    assert lines == [f"error: preflight: ports: {ports_line(spec)}: server.ports.metrics: "
+                     f"port {port} on 127.0.0.1 is already in use by process {os.getpid()} "
+                     f"({psutil.Process().name()}): stop it, or set another port there"]
+
+
+def ports_line(spec: Path) -> str:
+    """`serve.yaml:N`, where the spec's `ports:` line is."""
+    number = next(n for n, line in enumerate(spec.read_text().splitlines(), 1)
+                  if line.startswith("  ports:"))
+    return f"{spec.name}:{number}"
 
 
 def test_a_missing_dvc_rev(project: Path, tmp_path: Path) -> None:

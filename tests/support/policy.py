@@ -90,3 +90,29 @@ def sign_approval(store: Store, project: Path, release: str, key: str = "rita",
 
 def audit(store: LocalStore) -> list[str]:
     return store.list(f"audit/{NAME}/")
+
+
+COMMIT = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+def config_pbtxt(delay_us: int, count: int) -> bytes:
+    return (f'name: "fraud-mlp"\nbackend: "python"\nmax_batch_size: 32\n'
+            f"dynamic_batching {{\n  preferred_batch_size: [8, 16]\n"
+            f"  max_queue_delay_microseconds: {delay_us}\n}}\n"
+            f"instance_group [{{ count: {count} kind: KIND_CPU }}]\n").encode()
+
+
+def configured_release(store: LocalStore, model: bytes, delay: int, count: int, dirty: bool
+                       ) -> str:
+    """A release with a served config (a Triton config.pbtxt with this queue delay and
+    instance count) and the git state it claims to be built from, created by alice."""
+    config = config_pbtxt(delay, count)
+    verification = canonical_json({"run_id": "r", "stages": []})
+    sources = [BlobSource("model", None, model, sha256_bytes(model)),
+               BlobSource("config.pbtxt", None, config, sha256_bytes(config)),
+               BlobSource("verification", None, verification, sha256_bytes(verification))]
+    body = {"run_id": "r", "created_by": "alice", "created_by_actor": creator_actor("alice"),
+            "verified_in": "staging", "model": {"sha256": sha256_bytes(model)},
+            "config": {"file": "config.pbtxt", "sha256": sha256_bytes(config)},
+            "git": {"commit": COMMIT, "dirty": dirty}, **recorded()}
+    return publish_release(store, NAME, sources, body, utc_now()).release_id
