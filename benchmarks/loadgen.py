@@ -34,7 +34,7 @@ compare within a column; CPU in microseconds per request, throughput in requests
       write (kept)                                                   (h2 4134 at load 6.4,
                                                                       aio unary 3137 there)
 
-The kept client (pipeline/measure/grpc_client.py) writes the frames itself on an
+The kept client (pipeline/measure/wire/grpc_client.py) writes the frames itself on an
 asyncio protocol: grpc.aio's cost is in its completion-queue thread and per-call
 objects, which neither a stream nor more channels remove.
 
@@ -43,7 +43,7 @@ runs the event loop, a protocol callback, a future and a task step: 1.0-1.2x
 perf_analyzer's CPU per request on both protocols, and dropping the per-call timer,
 the cyclic garbage collector or using BufferedProtocol moved it nothing beyond the
 noise. So the closed loop at concurrency 1 runs one blocking socket in a thread of its
-own (pipeline/measure/blocking.py), with the same request bytes and response parsing.
+own (pipeline/measure/wire/blocking.py), with the same request bytes and response parsing.
 Candidates at c=1, same accounting, two rounds alternating the order (load 0.2-0.3;
 CPU in microseconds per request, throughput in requests/s, ratio to perf_analyzer):
 

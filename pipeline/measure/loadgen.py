@@ -13,7 +13,6 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from pipeline.measure.blocking import BlockingCaller, blocking_callers
 from pipeline.measure.client_wait import runqueue_wait_s, waited_since
 from pipeline.measure.load_result import (
     MAX_LATENCY_US,
@@ -25,7 +24,8 @@ from pipeline.measure.load_result import (
 )
 from pipeline.measure.open_loop import HardEnd, OpenLoopResult, Phase, open_loop, schedule
 from pipeline.measure.supervise import LoadAborted, Tick, no_tick, supervise
-from pipeline.measure.transport import Target, Transport, transport_for
+from pipeline.measure.wire.blocking import BlockingCaller, blocking_callers
+from pipeline.measure.wire.transport import Target, Transport, transport_for
 
 # Re-exported: the load generators' results, transports and open loop live in their own
 # modules, and `from pipeline.measure.loadgen import X` keeps working for them.
@@ -44,7 +44,7 @@ async def closed_loop(target: Target, concurrency: int, duration_s: float, timeo
 
     At low concurrency (`blocking_callers`), each worker is a blocking socket in a thread
     of its own (it costs less client CPU per request than the event loop, see
-    `blocking.py`); the event loop meanwhile only runs the watchdog.
+    `wire/blocking.py`); the event loop meanwhile only runs the watchdog.
     """
     callers = blocking_callers(target, concurrency)
     if callers is not None:

@@ -18,7 +18,7 @@ from hdrh.histogram import HdrHistogram
 from pipeline.measure.load_result import LoadResult, failed_latency_us, latency_us, new_histogram
 from pipeline.measure.pacing import Pacer
 from pipeline.measure.supervise import Tick, no_tick, supervise
-from pipeline.measure.transport import Target, Transport, transport_for
+from pipeline.measure.wire.transport import Target, Transport, transport_for
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from benchmarks.stall_scenario import StallScenario
-from pipeline.measure.blocking import HTTP_THREADS_UP_TO, blocking_callers
 from pipeline.measure.loadgen import LoadAborted, LoadResult, Target, closed_loop
+from pipeline.measure.wire.blocking import HTTP_THREADS_UP_TO, blocking_callers
 from pipeline.request_types import HttpRequest
 from pipeline.servers.base import ModelServer
 from pipeline.servers.ports import free_ports

@@ -37,9 +37,9 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_the_floor_check_finds_an_upward_import() -> None:
-    graph = {"pipeline.servers.base": {"pipeline.measure.grpc_client"},
-             "pipeline.measure.grpc_client": {"pipeline.request_types"}}
-    assert upward_imports(graph) == ["pipeline.servers.base -> pipeline.measure.grpc_client"]
+    graph = {"pipeline.servers.base": {"pipeline.measure.wire.grpc_client"},
+             "pipeline.measure.wire.grpc_client": {"pipeline.request_types"}}
+    assert upward_imports(graph) == ["pipeline.servers.base -> pipeline.measure.wire.grpc_client"]
 
 
 def test_no_import_runs_up_the_floors() -> None:

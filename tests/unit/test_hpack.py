@@ -5,7 +5,7 @@ from __future__ import annotations
 import hpack
 import pytest
 
-from pipeline.measure.hpack import Decoder, HpackError, encode_literals
+from pipeline.measure.wire.hpack import Decoder, HpackError, encode_literals
 
 
 def test_literals_round_trip_and_add_nothing_to_a_table() -> None:

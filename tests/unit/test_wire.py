@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from pipeline.measure.blocking import BlockingHttp
-from pipeline.measure.http_client import WireError, WirePool, encode_request
+from pipeline.measure.wire.blocking import BlockingHttp
+from pipeline.measure.wire.http_client import WireError, WirePool, encode_request
 from pipeline.request_types import HttpRequest
 from tests.support.http_server import serving
 

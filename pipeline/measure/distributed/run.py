@@ -31,7 +31,7 @@ from pipeline.measure.distributed.worker import ClosedLoopJob, LoadWorker, OpenL
 from pipeline.measure.load_result import LoadResult
 from pipeline.measure.open_loop import HardEnd, OpenLoopResult, Phase, schedule
 from pipeline.measure.supervise import LoadAborted, Tick, no_tick
-from pipeline.measure.transport import Target
+from pipeline.measure.wire.transport import Target
 
 # Workers start their schedule this long after the coordinator hands it out: enough for
 # every worker to receive its share before its first request is due.

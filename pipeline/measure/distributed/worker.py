@@ -22,7 +22,7 @@ from pipeline.measure.distributed.merge import (
 )
 from pipeline.measure.loadgen import closed_loop
 from pipeline.measure.open_loop import HardEnd, OpenLoopResult, Phase, open_loop
-from pipeline.measure.transport import Target
+from pipeline.measure.wire.transport import Target
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,14 @@ import struct
 import time
 from typing import Protocol
 
-from pipeline.measure.grpc_client import CallFrames
-from pipeline.measure.h2_session import MAX_STREAM_ID, H2Session, opening
-from pipeline.measure.http_client import WireError, encode_request, parse_response, status_error
+from pipeline.measure.wire.grpc_client import CallFrames
+from pipeline.measure.wire.h2_session import MAX_STREAM_ID, H2Session, opening
+from pipeline.measure.wire.http_client import (
+    WireError,
+    encode_request,
+    parse_response,
+    status_error,
+)
 from pipeline.request_types import GrpcRequest, HttpRequest
 
 RECV_SIZE = 65536

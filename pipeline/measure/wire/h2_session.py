@@ -11,8 +11,8 @@ from __future__ import annotations
 import struct
 from typing import Generic, TypeVar
 
-from pipeline.measure.grpc_status import error_kind
-from pipeline.measure.hpack import Decoder, HpackError
+from pipeline.measure.wire.grpc_status import error_kind
+from pipeline.measure.wire.hpack import Decoder, HpackError
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = \

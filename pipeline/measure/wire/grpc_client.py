@@ -17,8 +17,8 @@ import struct
 
 import grpc
 
-from pipeline.measure.grpc_status import error_kind
-from pipeline.measure.h2_session import (
+from pipeline.measure.wire.grpc_status import error_kind
+from pipeline.measure.wire.h2_session import (
     DATA,
     END_HEADERS,
     END_STREAM,
@@ -27,7 +27,7 @@ from pipeline.measure.h2_session import (
     H2Session,
     opening,
 )
-from pipeline.measure.hpack import encode_literals
+from pipeline.measure.wire.hpack import encode_literals
 from pipeline.request_types import GrpcRequest
 
 __all__ = ["CallFrames", "GrpcCaller", "error_kind"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pipeline.measure.grpc_client import GrpcCaller
-from pipeline.measure.http_client import WireError, WirePool, status_error
+from pipeline.measure.wire.grpc_client import GrpcCaller
+from pipeline.measure.wire.http_client import WireError, WirePool, status_error
 from pipeline.request_types import GrpcRequest, HttpRequest
 
 Target = HttpRequest | GrpcRequest
