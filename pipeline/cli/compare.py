@@ -46,9 +46,9 @@ def compare(file: SpecFile = DEFAULT_SPEC,
     batching, the failure path, and a verdict with its confidence. Publishes nothing."""
     from pipeline.compare.run import Options, run_compare
     from pipeline.compare.translate import parse_instances, parse_kinds
-    from pipeline.report.sidebyside_html import render_sidebyside_html
-    from pipeline.report.sidebyside_markdown import render_sidebyside_markdown
-    from pipeline.report.sidebyside_terminal import render_sidebyside_terminal
+    from pipeline.report.sidebyside.html import render_sidebyside_html
+    from pipeline.report.sidebyside.markdown import render_sidebyside_markdown
+    from pipeline.report.sidebyside.terminal import render_sidebyside_terminal
     from pipeline.spec.loading import load_spec
     kinds = parse_kinds(servers)
     loaded = load_spec(file)

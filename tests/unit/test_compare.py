@@ -17,9 +17,9 @@ from pipeline.compare.plan import interleaved, is_interleaved, load_points
 from pipeline.compare.translate import parse_kinds, settings, translate
 from pipeline.compare.verdict import decide, permutation_p
 from pipeline.errors import UsageError
-from pipeline.report.sidebyside_html import render_sidebyside_html
-from pipeline.report.sidebyside_markdown import render_sidebyside_markdown
-from pipeline.report.sidebyside_terminal import render_sidebyside_terminal
+from pipeline.report.sidebyside.html import render_sidebyside_html
+from pipeline.report.sidebyside.markdown import render_sidebyside_markdown
+from pipeline.report.sidebyside.terminal import render_sidebyside_terminal
 from pipeline.spec.loading import load_spec
 from tests.support.htmldom import parse_html
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.report.sidebyside_views import (
+from pipeline.report.sidebyside.views import (
     failure_rows,
     kinds,
     summary_rows,

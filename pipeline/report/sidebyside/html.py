@@ -9,8 +9,8 @@ from typing import Any
 
 from pipeline.report.elements import add_element, add_section, add_table
 from pipeline.report.html import new_document
-from pipeline.report.sidebyside_charts import latency_chart, throughput_chart
-from pipeline.report.sidebyside_views import (
+from pipeline.report.sidebyside.charts import latency_chart, throughput_chart
+from pipeline.report.sidebyside.views import (
     failure_rows,
     kinds,
     number,

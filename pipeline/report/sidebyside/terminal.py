@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.report import sidebyside_views as views
+from pipeline.report.sidebyside import views
 
 
 def _table(title: str, first: list[str], record: Mapping[str, Any]) -> Table:
