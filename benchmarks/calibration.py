@@ -46,8 +46,8 @@ from pipeline.gates.error_rate import error_rate_gate  # noqa: E402
 from pipeline.gates.evidence import split_blocks  # noqa: E402
 from pipeline.gates.latency import plan_for  # noqa: E402
 from pipeline.gates.memory_growth import DEFAULT_RATE, leak_rate_of, rate_gate  # noqa: E402
+from pipeline.gates.percentile_verdict import Evidence, PercentileVerdict, judge_percentile  # noqa: E402
 from pipeline.gates.samples import SortedBlock  # noqa: E402
-from pipeline.gates.verdict import Evidence, PercentileVerdict, judge_percentile  # noqa: E402
 from pipeline.spec.stage_settings import StabilitySpec  # noqa: E402
 from pipeline.statistics.sequential import run_windows  # noqa: E402
 

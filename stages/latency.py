@@ -1,10 +1,11 @@
 """latency: closed loop at the spec's concurrency after warm-up; gates from the SLO.
 
 The measurement runs in windows until every gate it can stop on (the percentiles and the
-error rate) is decided on its bound (pipeline.gates.verdict, pipeline.statistics.sequential), or
-until the cap, when an undecided gate is inconclusive. Next to the client's percentiles it
-records the server's own view of exactly those windows (queue vs compute time, formed
-batch sizes), and the memory of the server's process tree sampled through the windows.
+error rate) is decided on its bound (pipeline.gates.percentile_verdict,
+pipeline.statistics.sequential), or until the cap, when an undecided gate is inconclusive.
+Next to the client's percentiles it records the server's own view of exactly those windows
+(queue vs compute time, formed batch sizes), and the memory of the server's process tree
+sampled through the windows.
 """
 
 from __future__ import annotations

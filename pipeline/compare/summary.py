@@ -10,7 +10,7 @@ from typing import Any
 from pipeline import metric_names as m
 from pipeline.compare.measure import Measured, WindowResult, meets_slo
 from pipeline.compare.plan import is_interleaved
-from pipeline.compare.verdict import Spread, decide
+from pipeline.compare.throughput_winner import Spread, decide
 from pipeline.spec.models import Spec
 
 # What each failure probe is called in the comparison (the names where it has one).

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pipeline.gates.percentile_verdict import Evidence
 from pipeline.gates.samples import Block, HistogramSample, SortedBlock
-from pipeline.gates.verdict import Evidence
 from pipeline.measure.load_result import LoadResult
 
 BLOCK_REQUESTS = 250

@@ -1,4 +1,4 @@
-"""The latency stage's gates, each on a bound: percentiles (pipeline.gates.verdict), the
+"""The latency stage's gates, each on a bound: percentiles (pipeline.gates.percentile_verdict), the
 error rate (exact binomial), throughput (t over windows), and the server's queue mean."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 from pipeline import metric_names as m
 from pipeline.gates.error_rate import error_rate_gate
 from pipeline.gates.evidence import window_blocks
+from pipeline.gates.percentile_verdict import Evidence, PercentileVerdict, judge_percentile
 from pipeline.gates.samples import HistogramSample
 from pipeline.gates.throughput import throughput_gate
-from pipeline.gates.verdict import Evidence, PercentileVerdict, judge_percentile
 from pipeline.measure.load_result import LoadResult
 from pipeline.results import Gate
 from pipeline.spec.models import Spec

@@ -14,8 +14,8 @@ from rich.console import Console
 
 from pipeline.compare.exception_probe import raising_spec
 from pipeline.compare.plan import interleaved, is_interleaved, load_points
+from pipeline.compare.throughput_winner import decide, permutation_p
 from pipeline.compare.translate import parse_kinds, settings, translate
-from pipeline.compare.verdict import decide, permutation_p
 from pipeline.errors import UsageError
 from pipeline.report.sidebyside.html import render_sidebyside_html
 from pipeline.report.sidebyside.markdown import render_sidebyside_markdown

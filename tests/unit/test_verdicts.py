@@ -16,7 +16,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from pipeline.gates.evidence import evidence_of
-from pipeline.gates.verdict import PercentileVerdict, judge_percentile
+from pipeline.gates.percentile_verdict import PercentileVerdict, judge_percentile
 from pipeline.measure.loadgen import LoadResult, closed_loop, new_histogram
 from pipeline.measure.stability import merge
 from pipeline.request_types import HttpRequest
