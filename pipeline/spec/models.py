@@ -17,7 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from pipeline.server_ports import port_names
+from pipeline.spec.production_ports import port_names
 from pipeline.spec.stage_settings import (
     ALL_PROBES,
     DECLARED_HUGE_BYTES,

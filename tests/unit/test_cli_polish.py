@@ -59,7 +59,7 @@ def test_promote_help_names_the_required_environment() -> None:
 
 
 def test_the_example_spec_offers_every_server_kind() -> None:
-    from pipeline.server_ports import PRODUCTION_PORTS
+    from pipeline.spec.production_ports import PRODUCTION_PORTS
 
     text = (REPO / "serve.yaml.example").read_text()
     assert "not in this version" not in text

@@ -6,13 +6,13 @@ import io
 import tarfile
 from pathlib import Path
 
-from pipeline.server_ports import PRODUCTION_PORTS
 from pipeline.servers.docker.images import ImageDigests, torchserve_context, triton_context
 from pipeline.servers.torchserve.properties import render_properties
 from pipeline.servers.triton.config import write_model_repository
 from pipeline.servers.triton.tensorrt import trtexec_argv
 from pipeline.spec.loading import load_spec
 from pipeline.spec.models import Spec
+from pipeline.spec.production_ports import PRODUCTION_PORTS
 
 REPO = Path(__file__).resolve().parents[2]
 DIGESTS = ImageDigests("a" * 64, "b" * 64, "c" * 64, "sha256:" + "d" * 64)

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import ServerError
-from pipeline.server_ports import PRODUCTION_PORTS, port_names
 from pipeline.servers.base import BuiltArtifact, ReadinessWords, wait_until_ready
 from pipeline.servers.ports import loopback_ports
 from pipeline.servers.torchserve.kind import TorchServeKind
@@ -21,6 +20,7 @@ from pipeline.servers.triton.kind import TritonKind
 from pipeline.servers.triton.server import TritonInstallation, TritonServer
 from pipeline.spec.loading import load_spec
 from pipeline.spec.models import TORCHSERVE_PORTS, TRITON_PORTS
+from pipeline.spec.production_ports import PRODUCTION_PORTS, port_names
 
 REPO = Path(__file__).resolve().parents[2]
 WORDS = ReadinessWords("tritonserver", "not ready", poll_s=0.001)

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.server_ports import PRODUCTION_PORTS
 from pipeline.servers.torchserve.properties import (
     check_properties,
     parse_properties,
@@ -10,6 +9,7 @@ from pipeline.servers.torchserve.properties import (
 )
 from pipeline.servers.torchserve.stats import TorchServeStats
 from pipeline.spec.loading import load_spec
+from pipeline.spec.production_ports import PRODUCTION_PORTS
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS = """# TYPE ts_inference_requests_total counter

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.server_ports import PRODUCTION_PORTS
 from pipeline.spec.models import Spec
+from pipeline.spec.production_ports import PRODUCTION_PORTS
 
 # NVIDIA's Triton image runs as triton-server (uid 1000) and TorchServe's as
 # model-server (uid 1000): a numeric user works on any base, named or not.

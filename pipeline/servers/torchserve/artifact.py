@@ -8,7 +8,6 @@ import os
 import shutil
 from pathlib import Path
 
-from pipeline import server_ports
 from pipeline.digest import canonical_json, sha256_bytes, sha256_file
 from pipeline.errors import PipelineError
 from pipeline.servers.base import ASSETS, RUNTIME_MODULE, BuiltArtifact
@@ -19,11 +18,12 @@ from pipeline.servers.torchserve.properties import (
     render_properties,
     serve_spec,
 )
+from pipeline.spec import production_ports
 from pipeline.spec.models import LoadedSpec, Spec
 
 
 def production_config(spec: Spec) -> str:
-    ports = {**server_ports.PRODUCTION_PORTS["torchserve"], **spec.server.ports}
+    ports = {**production_ports.PRODUCTION_PORTS["torchserve"], **spec.server.ports}
     return render_properties(spec, ports, "model-store", loopback_only=False)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pipeline import server_ports
 from pipeline.errors import ServerError, UsageError
 from pipeline.servers.base import (
     BuiltArtifact,
@@ -20,6 +19,7 @@ from pipeline.servers.docker.images import BuildContext, ImageDigests, torchserv
 from pipeline.servers.torchserve import checks
 from pipeline.servers.torchserve.artifact import build_archive, restore_archive
 from pipeline.servers.torchserve.server import TorchServeEndpoint, TorchServeServer
+from pipeline.spec import production_ports
 from pipeline.spec.models import LoadedSpec
 from pipeline.spec.units import ByteSize
 
@@ -30,7 +30,7 @@ class TorchServeKind:
     """TorchServe: a .mar with a batching handler, and config.properties."""
 
     name = "torchserve"
-    port_names = server_ports.port_names("torchserve")
+    port_names = production_ports.port_names("torchserve")
     # maxBatchDelay counts whole milliseconds; its counters add each request's time in
     # its batch.
     tuning = TuningTraits(delay_step_us=1000, default_delays_us=TORCHSERVE_DELAYS_US,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import psutil
 
-from pipeline.server_ports import PRODUCTION_PORTS
 from pipeline.servers.docker.engine import BuiltImage, DockerEngine
 from pipeline.servers.triton.server import TritonEndpoint, log_excerpt
 from pipeline.spec.models import LoadedSpec
+from pipeline.spec.production_ports import PRODUCTION_PORTS
 
 
 class ContainerTritonServer(TritonEndpoint):

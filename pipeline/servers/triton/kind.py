@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pipeline import server_ports
 from pipeline.servers.base import (
     BuiltArtifact,
     InstallCheck,
@@ -21,6 +20,7 @@ from pipeline.servers.triton.artifact import build_repository, restore_repositor
 from pipeline.servers.triton.container import ContainerTritonServer
 from pipeline.servers.triton.server import TritonEndpoint, TritonInstallation, TritonServer
 from pipeline.servers.triton.tensorrt import build_engine
+from pipeline.spec import production_ports
 from pipeline.spec.models import LoadedSpec
 from pipeline.spec.units import ByteSize
 
@@ -31,7 +31,7 @@ class TritonKind:
     """Triton: a model repository built through Triton's ModelConfig protobuf."""
 
     name = "triton"
-    port_names = server_ports.port_names("triton")
+    port_names = production_ports.port_names("triton")
     tuning = TuningTraits(delay_step_us=1, default_delays_us=TRITON_DELAYS_US,
                           has_preferred_batch_sizes=True, compute_per_request=False,
                           reconfigured_by="one tritonserver; configs loaded through its "

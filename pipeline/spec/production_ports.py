@@ -1,9 +1,11 @@
 """Each server kind's named ports and their production numbers: the one port table.
 
-A leaf module (it imports nothing of ours) outside `pipeline.servers` on purpose: the
-spec names these ports (`server.ports` keys), and the spec sits below the servers
-package, whose `__init__` imports the kinds, which import the spec. Everything else
-(the kinds, the serving images, the rendered configs, the spec's rules) reads it here.
+Spec-level data, not a server's runtime ports (those are `pipeline/servers/ports.py`: free
+loopback ports for the servers we start). A leaf module (it imports nothing of ours) in
+`pipeline.spec` on purpose: the spec names these ports (`server.ports` keys), and the spec
+sits below the servers package, whose `__init__` imports the kinds, which import the spec.
+Everything else (the kinds, the serving images, the rendered configs, the spec's rules)
+reads it here.
 """
 
 from __future__ import annotations
