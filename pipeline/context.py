@@ -14,10 +14,10 @@ from pipeline.model.reference import load_reference
 from pipeline.model.runtime import LoadedModel
 from pipeline.model.source import ResolvedSource
 from pipeline.release.policy import Decision
-from pipeline.results import StageResult
 from pipeline.servers.base import BuiltArtifact, ModelServer
 from pipeline.servers.docker.engine import BuiltImage, DockerEngine
 from pipeline.spec.models import LoadedSpec
+from pipeline.stage_result import StageResult
 
 _Scoped = TypeVar("_Scoped")
 

@@ -22,7 +22,7 @@ from pipeline import metric_names as m
 from pipeline.errors import UsageError
 from pipeline.outcomes.latency import LatencyOutcome
 from pipeline.outcomes.saturation import SaturationOutcome
-from pipeline.results import Gate, StageResult, Status, finite
+from pipeline.stage_result import Gate, StageResult, Status, finite
 
 STATE_DIR = ".serve-pipeline"
 RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")

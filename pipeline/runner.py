@@ -19,8 +19,8 @@ from pipeline.preflight import PreflightFailed, Scope, require_ready
 from pipeline.provenance import git_state
 from pipeline.record import RunRecord, ServerInfo, write_record
 from pipeline.release.manifest import iso, utc_now
-from pipeline.results import RunStatus, StageResult, Status
 from pipeline.stage import Stage
+from pipeline.stage_result import RunStatus, StageResult, Status
 from stages import (
     build,
     latency,

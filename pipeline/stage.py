@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from pipeline.context import RunContext
-from pipeline.results import StageResult
+from pipeline.stage_result import StageResult
 
 
 class Stage(Protocol):

@@ -16,11 +16,11 @@ from pipeline.errors import PipelineError
 from pipeline.model.source import ResolvedSource, resolve_model_source
 from pipeline.outcomes.build import BuildOutcome
 from pipeline.release.store import store_for
-from pipeline.results import Artifact, StageResult, Status
 from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact
 from pipeline.servers.docker.engine import BuiltImage, DockerEngine
 from pipeline.servers.docker.images import ImageDigests
+from pipeline.stage_result import Artifact, StageResult, Status
 
 NAME = "build"
 USES_SERVER = False

@@ -38,9 +38,9 @@ from pipeline.measure.windows import (
     server_memory,
 )
 from pipeline.outcomes.latency import LatencyOutcome
-from pipeline.results import Gate, StageResult
 from pipeline.servers.base import ModelServer, ServerStats
 from pipeline.spec.models import Spec
+from pipeline.stage_result import Gate, StageResult
 from pipeline.statistics.sequential import WindowRun
 
 NAME = "latency"

@@ -28,10 +28,10 @@ from pipeline.model.reference import ReferenceFailed, expected_outputs
 from pipeline.model.runtime import LoadedModel
 from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch, load_samples, take
 from pipeline.outcomes.parity import ParityOutcome
-from pipeline.results import Gate, StageResult
 from pipeline.servers import http, server_kind
 from pipeline.servers.base import ModelServer, send
 from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, Spec
+from pipeline.stage_result import Gate, StageResult
 
 NAME = "parity"
 LIMIT_PROBES = frozenset({"oversized_body", "declared_huge_shape"})

@@ -22,7 +22,7 @@ from pipeline.release.signing.attestation import attestation_blob
 from pipeline.release.signing.keys import release_signer
 from pipeline.release.store import store_for
 from pipeline.release.store.base import Store
-from pipeline.results import Gate, StageResult, Status
+from pipeline.stage_result import Gate, StageResult, Status
 
 NAME = "publish"
 USES_SERVER = False

@@ -6,7 +6,7 @@ from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.measure.memory import process_tree_memory
 from pipeline.outcomes.readiness import ReadinessOutcome
-from pipeline.results import StageResult, Status
+from pipeline.stage_result import StageResult, Status
 
 NAME = "readiness"
 USES_SERVER = True

@@ -29,8 +29,8 @@ from pipeline.regression.side_by_side import CANDIDATE, LIVE, ServerDied, measur
 from pipeline.release.manifest import read_manifest
 from pipeline.release.regression import live_release
 from pipeline.release.store import store_for
-from pipeline.results import StageResult, Status
 from pipeline.servers.base import ModelServer
+from pipeline.stage_result import StageResult, Status
 
 NAME = "regression"
 USES_SERVER = True

@@ -16,9 +16,9 @@ from pipeline.measure.knee import KneeSearch, ProbeOutcome, find_knee
 from pipeline.measure.loadgen import Target
 from pipeline.measure.windows import burst_window, closed_window, load_target
 from pipeline.outcomes.saturation import SaturationOutcome
-from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import SaturationStage, SloSpec
+from pipeline.stage_result import Gate, StageResult, Status
 
 NAME = "saturation"
 USES_SERVER = True

@@ -7,10 +7,10 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
-from pipeline.results import StageResult, Status
 from pipeline.servers import server_kind
 from pipeline.servers.base import Contained, ModelServer
 from pipeline.servers.ports import busy_port_message, loopback_ports, port_is_bound
+from pipeline.stage_result import StageResult, Status
 
 NAME = "start"
 USES_SERVER = True

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pipeline.report.terminal import STATUS_MARK, STATUS_STYLE
-from pipeline.results import StageResult
+from pipeline.stage_result import StageResult
 
 
 class ProgressView:

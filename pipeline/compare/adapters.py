@@ -14,12 +14,12 @@ from typing import Any
 from pipeline.context import RunContext
 from pipeline.model.source import ResolvedSource, resolve_model_source
 from pipeline.preflight import Check, PreflightFailed, Scope, run_checks
-from pipeline.results import StageResult
 from pipeline.runner import new_run_id, run_pipeline
 from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact, ModelServer
 from pipeline.servers.ports import loopback_ports
 from pipeline.spec.models import LoadedSpec
+from pipeline.stage_result import StageResult
 from pipeline.tune.search import run_tune, settings_for
 
 COMPARE_SCOPE = Scope(environment=None, starts_server=True, reads_source=True,

@@ -23,9 +23,9 @@ from pipeline.errors import PipelineError, UsageError
 from pipeline.measure.windows import load_target
 from pipeline.record import runs_dir
 from pipeline.release.manifest import iso, utc_now
-from pipeline.results import Status
 from pipeline.runner import new_run_id
 from pipeline.spec.models import LoadedSpec
+from pipeline.stage_result import Status
 
 RECORD_FILE = "comparison.json"
 

@@ -11,7 +11,7 @@ Anything else is inconclusive, with the reason and what to change.
 from __future__ import annotations
 
 from pipeline.measure.capacity import CapacitySearch
-from pipeline.results import Gate, GateOutcome
+from pipeline.stage_result import Gate, GateOutcome
 
 NAME = "saturation.capacity_rps"
 

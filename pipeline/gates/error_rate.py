@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from pipeline.results import Gate
+from pipeline.stage_result import Gate
 from pipeline.statistics.distributions import clopper_pearson, normal_quantile, trials_to_bound_zero
 
 GATE = "latency.error_rate"

@@ -14,9 +14,9 @@ from pipeline.gates.percentile_verdict import Evidence, PercentileVerdict, judge
 from pipeline.gates.samples import HistogramSample
 from pipeline.gates.throughput import throughput_gate
 from pipeline.measure.load_result import LoadResult
-from pipeline.results import Gate
 from pipeline.spec.models import Spec
 from pipeline.spec.stage_settings import StabilitySpec
+from pipeline.stage_result import Gate
 from pipeline.statistics.sequential import WindowPlan
 
 # A window whose client threads waited this share of the mean latency for a CPU measured

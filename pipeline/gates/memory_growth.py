@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import psutil
 
 from pipeline.measure.memory import process_tree_memory
-from pipeline.results import Gate
 from pipeline.servers import server_kind as kind_named
 from pipeline.servers.base import ModelServer
 from pipeline.spec.units import ByteSize
+from pipeline.stage_result import Gate
 from pipeline.statistics.distributions import t_quantile
 
 GATE = "latency.memory_growth"

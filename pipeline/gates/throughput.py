@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from pipeline.measure.load_result import LoadResult
-from pipeline.results import Gate
+from pipeline.stage_result import Gate
 from pipeline.statistics.distributions import t_quantile
 
 GATE = "latency.throughput"

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.model.tensors import Array
-from pipeline.results import Gate
 from pipeline.spec.models import OutputSpec
+from pipeline.stage_result import Gate
 
 GATE = "parity.output_contract"
 SIDES = ("served", "reference")

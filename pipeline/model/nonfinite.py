@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.model.tensors import Array
-from pipeline.results import Gate
 from pipeline.spec.models import OutputSpec
+from pipeline.stage_result import Gate
 
 GATE = "parity.finite_outputs"
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from pipeline.results import finite
+from pipeline.stage_result import finite
 
 Outcome = TypeVar("Outcome", bound="MetricsOutcome")
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from pipeline.regression.outcome import GATE_OUTCOME
 from pipeline.regression.paired import ERROR_RATE, RATIO_METRICS, MetricVerdict, PairedVerdict
-from pipeline.results import Gate, GateOutcome
 from pipeline.servers.base import BuiltArtifact
+from pipeline.stage_result import Gate, GateOutcome
 
 LIVE_RELEASE_GATE = "regression.live_release"
 SERVED = "served side by side"

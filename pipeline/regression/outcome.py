@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pipeline.results import GateOutcome
+from pipeline.stage_result import GateOutcome
 
 Outcome = Literal["no_regression", "regression", "inconclusive"]
 OUTCOMES: tuple[Outcome, ...] = ("no_regression", "regression", "inconclusive")

@@ -22,8 +22,8 @@ from pipeline.release.baseline_deltas import Delta, compare, metric_direction
 from pipeline.release.manifest import VerificationUnreadable, read_manifest, read_verification
 from pipeline.release.pointers import read_pointer
 from pipeline.release.store.base import Store
-from pipeline.results import Gate
 from pipeline.spec.models import RegressionStage
+from pipeline.stage_result import Gate
 
 LIVE_RELEASE_GATE = "regression.live_release"
 

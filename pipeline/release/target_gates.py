@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.release.configured import configured_in
-from pipeline.results import finite
 from pipeline.spec.models import LoadedSpec, Spec
+from pipeline.stage_result import finite
 
 # The saturation stage searched for load that met slo.p99: under a stricter p99 its
 # result still holds when the p99 at the point it reports meets the stricter one too.

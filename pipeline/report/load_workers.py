@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.record import RunRecord
-from pipeline.results import finite
+from pipeline.stage_result import finite
 
 STAGES = ("latency", "saturation")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline import metric_names as m
 from pipeline.record import RunRecord
-from pipeline.results import Gate, finite
+from pipeline.stage_result import Gate, finite
 
 number = finite     # the name the report modules use
 

@@ -19,12 +19,12 @@ from pipeline.errors import UsageError
 from pipeline.model.source import resolve_model_source
 from pipeline.preflight import Scope, require_ready
 from pipeline.record import RunRecord
-from pipeline.results import GateOutcome, RunStatus
 from pipeline.runner import run_pipeline
 from pipeline.servers import server_kind
 from pipeline.servers.base import ModelServer, ReconfigurableServer
 from pipeline.servers.ports import loopback_ports
 from pipeline.spec.models import LoadedSpec
+from pipeline.stage_result import GateOutcome, RunStatus
 from pipeline.tune.space import Config, apply_config
 
 VERIFIED_STAGES = frozenset({"latency", "saturation"})

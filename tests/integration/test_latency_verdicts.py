@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from pipeline.context import RunContext
-from pipeline.results import Gate, StageResult, Status
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import LoadedSpec, Spec
+from pipeline.stage_result import Gate, StageResult, Status
 from stages import latency
 from tests.support.cli import cli, latest_record
 

@@ -32,7 +32,7 @@ from pipeline.release.manifest import (
 from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
 from pipeline.report.formats import render
-from pipeline.results import GateOutcome, Status
+from pipeline.stage_result import GateOutcome, Status
 from tests.support.htmldom import parse_html
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -11,7 +11,7 @@ from pipeline.regression.paired import PairedRound, PairedSettings, Schedule, Wi
 from pipeline.regression.side_by_side import SideBySide
 from pipeline.report.html import render_html
 from pipeline.report.markdown import render_markdown
-from pipeline.results import StageResult, Status
+from pipeline.stage_result import StageResult, Status
 from tests.support.htmldom import parse_html
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -20,7 +20,7 @@ from pipeline.gates.percentile_verdict import PercentileVerdict, judge_percentil
 from pipeline.measure.loadgen import LoadResult, closed_loop, new_histogram
 from pipeline.measure.stability import merge
 from pipeline.request_types import HttpRequest
-from pipeline.results import Gate, StageResult, Status
+from pipeline.stage_result import Gate, StageResult, Status
 from pipeline.statistics.order_stats import quantile_interval_us, quantile_ranks, values_at_ranks
 from pipeline.statistics.sequential import WindowPlan, run_windows
 from tests.support.http_server import serving

@@ -1,4 +1,8 @@
-"""What a stage returns: status, gates (observed vs threshold), metrics, artifacts."""
+"""What a stage returns: status, gates (observed vs threshold), metrics, artifacts.
+
+One stage's result; `pipeline/record.py` is the run record on disk, which holds every
+stage's result of a run (`RunRecord.stages`) and reads old records back.
+"""
 
 from __future__ import annotations
 
