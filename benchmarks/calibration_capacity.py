@@ -35,10 +35,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.gates.capacity import capacity_gate
-from pipeline.measure import capacity
-from pipeline.measure.capacity_hold import HOLD_BLOCKS, Block
-from pipeline.measure.drain import Drained
 from pipeline.spec.stage_settings import CapacitySpec
+from pipeline.statistics import capacity
+from pipeline.statistics.capacity import Drained
+from pipeline.statistics.capacity_hold import HOLD_BLOCKS, Block
 
 Floats = npt.NDArray[np.float64]
 SLO_MS = 50.0

@@ -7,11 +7,11 @@ the time, 0.2 s on average). The true capacity is the highest rate whose long-ru
 meets the SLO (50 ms), found once by bisection over long simulations. Each trial holds
 `multiple` x that rate for the search's default hold, starting from an empty queue (the
 search waits for a backlog to drain first), and judges it with the project's own code:
-`pipeline.measure.capacity.judge(..., on_bound=True)` on the hold's p99, its order-statistic
+`pipeline.statistics.capacity.judge(..., on_bound=True)` on the hold's p99, its order-statistic
 upper bound, its halves' medians, its error rate (requests over the step timeout) and the
 drain left at its end.
 
-This measures the hold as `pipeline/measure/capacity.py` decides it today;
+This measures the hold as `pipeline/statistics/capacity.py` decides it today;
 benchmarks/calibration.py prefers `benchmarks/calibration_capacity.py` where that exists.
 """
 
@@ -23,8 +23,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.measure import capacity
 from pipeline.spec.stage_settings import CapacitySpec
+from pipeline.statistics import capacity
 from pipeline.statistics.order_stats import quantile_ranks, samples_for_upper_bound
 
 SLO_MS = 50.0

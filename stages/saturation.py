@@ -8,17 +8,17 @@ from typing import Any
 from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.gates.capacity import capacity_gate
-from pipeline.measure.capacity import CapacitySearch
 from pipeline.measure.capacity_steps import measure_capacity
 from pipeline.measure.distributed.for_run import load_workers_record
 from pipeline.measure.distributed.merge import behind
-from pipeline.measure.knee import KneeSearch, ProbeOutcome, find_knee
 from pipeline.measure.loadgen import Target
 from pipeline.measure.windows import burst_window, closed_window, load_target
 from pipeline.outcomes.saturation import SaturationOutcome
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import SaturationStage, SloSpec
 from pipeline.stage_result import Gate, StageResult, Status
+from pipeline.statistics.capacity import CapacitySearch
+from pipeline.statistics.knee import KneeSearch, ProbeOutcome, find_knee
 
 NAME = "saturation"
 USES_SERVER = True

@@ -10,8 +10,8 @@ Anything else is inconclusive, with the reason and what to change.
 
 from __future__ import annotations
 
-from pipeline.measure.capacity import CapacitySearch
 from pipeline.stage_result import Gate, GateOutcome
+from pipeline.statistics.capacity import CapacitySearch
 
 NAME = "saturation.capacity_rps"
 

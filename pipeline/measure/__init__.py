@@ -1,1 +1,2 @@
-"""Measurement: load generation, clients, windows, stability, knee and capacity, memory."""
+"""Measurement: load generation, the wire clients (`wire/`), windows, stability, capacity
+steps against a server, memory. The searches they feed are in `pipeline.statistics`."""

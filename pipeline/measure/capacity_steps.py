@@ -8,14 +8,15 @@ import math
 from dataclasses import replace
 
 from pipeline.context import RunContext
-from pipeline.measure import capacity
-from pipeline.measure.capacity_hold import Block
-from pipeline.measure.drain import Drained, until_prompt
+from pipeline.measure.drain import until_prompt
 from pipeline.measure.loadgen import HardEnd, LoadResult, Phase, Target
 from pipeline.measure.open_loop import OpenLoopResult
 from pipeline.measure.windows import open_window
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import SaturationStage, SloSpec
+from pipeline.statistics import capacity
+from pipeline.statistics.capacity import Drained
+from pipeline.statistics.capacity_hold import Block
 from pipeline.statistics.order_stats import quantile_interval_us, samples_for_upper_bound
 
 # The progress view shows the steps under this stage.

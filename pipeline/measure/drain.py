@@ -10,18 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 
 from pipeline.measure.loadgen import Target, transport_for
+from pipeline.statistics.capacity import Drained
 
 RETRY_PAUSE_S = 0.01  # between attempts, so that fast errors do not spin the client
-
-
-@dataclass(frozen=True)
-class Drained:
-    seconds: float
-    drained: bool
-    requests: int
 
 
 async def until_prompt(target: Target, within_s: float, limit_s: float) -> Drained:

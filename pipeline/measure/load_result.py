@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from hdrh.histogram import HdrHistogram
 
 from pipeline import metric_names as m
+from pipeline.statistics.order_stats import MIN_SAMPLES_FOR
 
 MAX_LATENCY_US = 3_600_000_000
-MIN_SAMPLES_FOR = {"p50": 2, "p90": 10, "p95": 20, "p99": 100, "p999": 1000}
 
 
 def new_histogram() -> HdrHistogram:

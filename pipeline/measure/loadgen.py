@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pipeline.measure.client_wait import runqueue_wait_s, waited_since
 from pipeline.measure.load_result import (
     MAX_LATENCY_US,
-    MIN_SAMPLES_FOR,
     LoadResult,
     failed_latency_us,
     latency_us,
@@ -26,6 +25,7 @@ from pipeline.measure.open_loop import HardEnd, OpenLoopResult, Phase, open_loop
 from pipeline.measure.supervise import LoadAborted, Tick, no_tick, supervise
 from pipeline.measure.wire.blocking import BlockingCaller, blocking_callers
 from pipeline.measure.wire.transport import Target, Transport, transport_for
+from pipeline.statistics.order_stats import MIN_SAMPLES_FOR
 
 # Re-exported: the load generators' results, transports and open loop live in their own
 # modules, and `from pipeline.measure.loadgen import X` keeps working for them.

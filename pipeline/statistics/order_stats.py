@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 from hdrh.histogram import HdrHistogram
 
+# The fewest samples for which each percentile is reported (fewer: a "thin" percentile).
+MIN_SAMPLES_FOR = {"p50": 2, "p90": 10, "p95": 20, "p99": 100, "p999": 1000}
 # Binomial mass this far below the largest term is negligible for any bound we take.
 _NEGLIGIBLE = 1e-18
 

@@ -11,12 +11,12 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from pipeline.gates.capacity import capacity_gate
-from pipeline.measure import capacity, capacity_hold
-from pipeline.measure.capacity import find_capacity, judge
 from pipeline.measure.capacity_steps import step_in_flight
-from pipeline.measure.drain import Drained, until_prompt
+from pipeline.measure.drain import until_prompt
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop
 from pipeline.request_types import HttpRequest
+from pipeline.statistics import capacity, capacity_hold
+from pipeline.statistics.capacity import Drained, find_capacity, judge
 from pipeline.statistics.order_stats import quantile_ranks, samples_for_upper_bound
 from tests.support.http_server import serving
 

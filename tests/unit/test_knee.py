@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pipeline.measure.knee import ProbeOutcome, find_knee
+from pipeline.statistics.knee import ProbeOutcome, find_knee
 
 
 def synthetic(capacity_rps: float, service_ms: float, slo_ms: float):  # type: ignore[no-untyped-def]

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-from pipeline.measure.capacity_hold import (
+from pipeline.statistics.capacity_hold import (
     BLOCK_MIN_SAMPLES,
     EPISODES_WEIGHED_UNDER,
     HOLD_BLOCKS,
@@ -42,9 +42,7 @@ from pipeline.measure.capacity_hold import (
     look_confidence,
     pooled_p99_ms,
 )
-from pipeline.measure.drain import Drained
-from pipeline.measure.loadgen import MIN_SAMPLES_FOR
-from pipeline.statistics.order_stats import quantile_ranks
+from pipeline.statistics.order_stats import MIN_SAMPLES_FOR, quantile_ranks
 
 # undecided: a hold whose p99 interval straddles the SLO (neither a pass nor a failure).
 Verdict = Literal["pass", "fail", "client_bound", "undecided"]
@@ -358,6 +356,15 @@ class Step(Protocol):
     """Measures and judges one step; a `hold` is judged on its blocks."""
 
     def __call__(self, rate: float, duration_s: float, hold: bool) -> StepOutcome: ...
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What a settle between steps reported: how long it waited, whether the backlog went."""
+
+    seconds: float
+    drained: bool
+    requests: int
 
 
 Settle = Callable[[], Drained]
