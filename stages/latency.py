@@ -28,8 +28,8 @@ from pipeline.gates.latency import (
     window_seconds,
 )
 from pipeline.measure.distributed.for_run import load_workers_record
+from pipeline.measure.load_result import merge_windows
 from pipeline.measure.loadgen import LoadResult
-from pipeline.measure.stability import merge, settled
 from pipeline.measure.windows import (
     ClosedWindows,
     closed_window,
@@ -42,6 +42,7 @@ from pipeline.servers.base import ModelServer, ServerStats
 from pipeline.spec.models import Spec
 from pipeline.stage_result import Gate, StageResult
 from pipeline.statistics.sequential import WindowRun
+from pipeline.statistics.stability import settled
 
 NAME = "latency"
 USES_SERVER = True
@@ -61,12 +62,12 @@ def run(ctx: RunContext) -> StageResult:
     with memory_growth.RssSampler(lambda: memory_growth.model_processes(server)) as rss:
         measured_windows = closed_windows_until_decided(
             ctx, server, target, NAME,
-            lambda windows, alpha: judge_windows(spec, windows, merge(windows), window_s,
-                                                 alpha),
+            lambda windows, alpha: judge_windows(spec, windows, merge_windows(windows),
+                                                 window_s, alpha),
             client_limited, plan, window_s)
     verdict_s = time.perf_counter() - started
     outcome = measured_windows.run
-    measured = merge(outcome.windows)
+    measured = merge_windows(outcome.windows)
     judgement = outcome.last or judge_windows(spec, outcome.windows, measured, window_s,
                                               plan.last_alpha)
     ctx.require_server()

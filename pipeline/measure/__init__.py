@@ -1,2 +1,2 @@
-"""Measurement: load generation, the wire clients (`wire/`), windows, stability, capacity
-steps against a server, memory. The searches they feed are in `pipeline.statistics`."""
+"""Measurement: load generation, the wire clients (`wire/`), windows, capacity steps against
+a server, memory. The searches they feed are in `pipeline.statistics`."""

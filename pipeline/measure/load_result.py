@@ -122,3 +122,11 @@ class LoadResult:
             "client_cpu_ms_per_request": (self.client_cpu_s * 1e3 / requests
                                           if requests else 0.0),
         }
+
+
+def merge_windows(windows: list[LoadResult]) -> LoadResult:
+    """The windows merged into one result."""
+    total = LoadResult(0.0)
+    for window in windows:
+        total.merge(window)
+    return total

@@ -6,9 +6,10 @@ from itertools import pairwise
 
 import pytest
 
+from pipeline.measure.load_result import merge_windows
 from pipeline.measure.loadgen import LoadResult, Phase, schedule
-from pipeline.measure.stability import merge, settled, spread
 from pipeline.statistics.sequential import WindowPlan, run_windows
+from pipeline.statistics.stability import settled, spread
 
 
 def window(throughput: float, p99_us: int) -> LoadResult:
@@ -71,7 +72,7 @@ def test_a_window_the_client_could_not_drive_is_left_out_and_re_measured() -> No
     assert run.notes() == ["window 2 left out and re-measured: short of CPU",
                            "window 3 left out and re-measured: short of CPU",
                            "window 4 re-measured: short of CPU (no re-measure left: it counts)"]
-    assert merge(run.windows).completed == 1000 + 1003 + 1004
+    assert merge_windows(run.windows).completed == 1000 + 1003 + 1004
 
 
 def test_an_outlier_window_is_re_measured_once_and_still_counts() -> None:

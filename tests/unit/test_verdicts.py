@@ -17,8 +17,8 @@ from hdrh.histogram import HdrHistogram
 
 from pipeline.gates.evidence import evidence_of
 from pipeline.gates.percentile_verdict import PercentileVerdict, judge_percentile
+from pipeline.measure.load_result import merge_windows
 from pipeline.measure.loadgen import LoadResult, closed_loop, new_histogram
-from pipeline.measure.stability import merge
 from pipeline.request_types import HttpRequest
 from pipeline.stage_result import Gate, StageResult, Status
 from pipeline.statistics.order_stats import quantile_interval_us, quantile_ranks, values_at_ranks
@@ -100,7 +100,8 @@ def window_us(rng: random.Random, centre_us: float, count: int = 600,
 
 def verdict_of(windows: list[LoadResult], threshold_ms: float,
                alpha: float = 0.05) -> PercentileVerdict:
-    return judge_percentile(evidence_of(windows, merge(windows), 99), 99, threshold_ms, alpha)
+    evidence = evidence_of(windows, merge_windows(windows), 99)
+    return judge_percentile(evidence, 99, threshold_ms, alpha)
 
 
 def judge(windows: list[LoadResult], threshold_ms: float, alpha: float = 0.05) -> str:
