@@ -72,13 +72,18 @@ app.command(name="releases")(releases_command)
 app.command(name="verify")(verify_command)
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one place turns errors into messages and exit codes."""
-    signal.signal(signal.SIGTERM, _terminate)
+    # SIGINT as SIGTERM: raised at once in the main thread. Python's default handler
+    # would let asyncio.run take SIGINT over (it cancels the running task instead), and a
+    # cancellation that reaches a task as it returns is lost: a Ctrl-C during a load
+    # window was seen to leave the run going to the end, and exit 0.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     err = Console(stderr=True, highlight=False)
     try:
         app(args=argv, prog_name="serve-pipeline")

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -138,6 +139,9 @@ def test_ctrl_c_tears_down_and_exits_130(fast_project: Path,
                                          no_leftovers: Callable[[], None]) -> None:
     with promoting_until_latency(fast_project) as (process, started):
         ports, pid = started["ports"], started["pid"]
+        # Into the warm-up window (60 s), not at the step between two stages: the
+        # interrupt must stop a running load generator, too.
+        time.sleep(3)
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=180)
     assert process.returncode == 130, stderr
