@@ -102,16 +102,20 @@ def real_runs(runs: int) -> dict[str, Any]:
     project = scratch_project()
     seconds: dict[str, list[float]] = {name: [] for name in EXAMPLES}
     refusals: list[dict[str, Any]] = []
+    # The machine's 1-minute load average after each promotion: the neighbour alone keeps
+    # it near 1 on top of the pipeline's own; more says something else was running too.
+    loads: list[float] = []
     try:
         with busy_neighbour():
             for run in range(runs):
                 for name, spec in EXAMPLES.items():
                     took, why = promote_once(project, spec)
                     seconds[name].append(took)
+                    loads.append(os.getloadavg()[0])
                     if why is not None:
                         refusals.append({"example": name, "run": run + 1, "reason": why})
                     print(f"{name} run {run + 1}: {'refused: ' + why if why else 'promoted'}"
-                          f" ({took:.1f}s)", file=sys.stderr, flush=True)
+                          f" ({took:.1f}s, load {loads[-1]:.1f})", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(project, ignore_errors=True)
     every = [took for taken in seconds.values() for took in taken]
@@ -119,4 +123,6 @@ def real_runs(runs: int) -> dict[str, Any]:
             "median_promote_s": statistics.median(every),
             "median_promote_s_by_example": {name: statistics.median(taken)
                                             for name, taken in seconds.items()},
-            "neighbour": "one process spinning on a core for the whole run"}
+            "neighbour": "one process spinning on a core for the whole run",
+            "load_average_1m_median": statistics.median(loads),
+            "load_average_1m_max": max(loads)}
