@@ -15,16 +15,22 @@ from tests.support.moto_s3 import S3Server, moto_server
 REPO = Path(__file__).resolve().parent.parent
 
 
+def copy_example_project(folder: Path) -> Path:
+    """The example model, its samples and the environments, copied into `folder`, a git
+    repository of its own (paths in the spec must stay inside it)."""
+    shutil.copytree(REPO / "examples", folder / "examples",
+                    ignore=shutil.ignore_patterns("__pycache__", ".serve-pipeline"))
+    shutil.copytree(REPO / "environments", folder / "environments")
+    shutil.copyfile(REPO / "serve.yaml.example", folder / "serve.yaml")
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    return folder
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The example model, its samples and the environments, copied to a fresh folder
-    that is also the working directory (so messages show relative paths)."""
-    shutil.copytree(REPO / "examples", tmp_path / "examples",
-                    ignore=shutil.ignore_patterns("__pycache__", ".serve-pipeline"))
-    shutil.copytree(REPO / "environments", tmp_path / "environments")
-    shutil.copyfile(REPO / "serve.yaml.example", tmp_path / "serve.yaml")
-    # A repository of its own: paths in the spec must stay inside it.
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    """The example project in a fresh folder that is also the working directory (so
+    messages show relative paths)."""
+    copy_example_project(tmp_path)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import copy_example_project
 from tests.support.bad_models import write_bad_model
 from tests.support.cli import cli, latest_record
-from tests.support.specs import TORCHSERVE_FAST_STAGES, torchserve_spec
+from tests.support.specs import TORCHSERVE_FAST_STAGES, fast_spec, torchserve_spec
 
 pytestmark = pytest.mark.integration
 
@@ -113,12 +114,30 @@ def pointer(project: Path) -> Any:
     return json.loads(cli(["history", "staging", "--format", "json"], project).stdout)
 
 
-def test_the_same_release_against_itself_is_no_regression(fast_project: Path) -> None:
-    project = delayed_project(fast_project, margin=SAME)
+@pytest.fixture(scope="module")
+def live_delayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The delayed model promoted once, nothing live before it: the live release the next
+    two tests measure against (each in a copy of this project, store included)."""
+    project = copy_example_project(tmp_path_factory.mktemp("live-delayed"))
+    spec = project / "serve.yaml"
+    spec.write_text(fast_spec(spec.read_text()))
+    delayed_project(project, margin=SAME)
     code, output, first = promote(project)
     assert code == 0, output[-3000:]
     assert first["status"] == "passed" and "nothing is live" in first["message"]
+    return project
 
+
+def copy_of(live: Path, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    project = folder / "project"
+    shutil.copytree(live, project, symlinks=True)
+    monkeypatch.chdir(project)
+    return project
+
+
+def test_the_same_release_against_itself_is_no_regression(
+        live_delayed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = copy_of(live_delayed, tmp_path, monkeypatch)
     code, output, same = promote(project)
     assert code == 0, output[-3000:]
     assert same["details"]["same"] == {"model": True, "config": True}
@@ -133,11 +152,12 @@ def test_the_same_release_against_itself_is_no_regression(fast_project: Path) ->
     assert publish["details"]["comparison"]["decides"] is False
 
 
-def test_a_slower_candidate_is_refused(fast_project: Path) -> None:
-    project = delayed_project(fast_project)
-    code, output, _ = promote(project)
-    assert code == 0, output[-3000:]
+def test_a_slower_candidate_is_refused(live_delayed: Path, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    project = copy_of(live_delayed, tmp_path, monkeypatch)
     live = pointer(project)
+    spec = project / "serve.yaml"
+    spec.write_text(spec.read_text().replace(f"margin: {SAME}", "margin: 10%"))
     use_entrypoint(project, "build_slow")
     code, output, slow = promote(project)
     assert code == 1, output[-3000:]

@@ -83,7 +83,7 @@ def test_impossible_slo_exits_1_and_shows_the_closest(fast_project: Path,
     impossible = "\nslo:\n  p99: 200us\n  error_rate: 0.1%\n  min_throughput: 100/s\n"
     spec.write_text(head.replace("max_queue_delay: 2ms", "max_queue_delay: 100us")
                     + impossible + "\nstages:\n" + stages + SMALL_SPACE.replace(
-                        "[1ms]", "[0us]"))
+                        "[1ms]", "[0us]").replace("verify: 2", "verify: 1"))
     result = cli(["tune", "--budget", "2m"], fast_project, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "no config meets the SLO" in result.stderr

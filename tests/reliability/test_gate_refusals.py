@@ -76,7 +76,10 @@ def test_an_unstable_measurement_is_refused_by_p99(tmp_path: Path, matrix: Matri
     p99 gate refuses the release."""
     project = make_project(tmp_path / "unstable", behaviour="phases", slo=TIGHT_SLO,
                            saturation=False,
+                           # window_requests low enough that a window is not
+                           # lengthened past 0.25 s for this slow model (to 60 s in all).
                            latency="{concurrency: 4, warmup: 500ms, duration: 4s, "
+                                   "window_requests: 100, max_duration: 6s, "
                                    "stability: {windows: 12, max_windows: 16}}")
     judged(matrix, "unstable_measurement",
            gate_verdict(project, MEASURE, "latency.p99", ("failed", "inconclusive")))
