@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from pipeline.release.pointers import Moved
     from pipeline.release.store.base import Store
 
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 140)
+
+@functools.cache
+def out() -> Console:
+    """The commands' console on stdout, made when a command first prints: `--help` does
+    not load Rich."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 140)
 
 SpecFile = Annotated[Path, typer.Option("--file", "-f", help="The spec (default ./serve.yaml).")]
 Actor = Annotated[str | None, typer.Option("--by", help="The name to record (default: "
@@ -41,11 +50,13 @@ def print_move(environment: str, moved: Moved) -> None:
     event = moved.event
     change = f"{environment}: {event['previous_release_id'] or 'nothing'} → {event['release_id']}"
     if event["action"] == "rollback":
-        out.print(f"{change} (rollback by {event['by']})")
+        out().print(f"{change} (rollback by {event['by']})")
     else:
         approvers = ", ".join(event.get("approved_by") or []) or "not required"
-        out.print(f"{change} (by {event['by']}; approved: {approvers})")
-        out.print(f"release {event['release_id']}")
+        out().print(f"{change} (by {event['by']}; approved: {approvers})")
+        out().print(f"release {event['release_id']}")
+    from rich.console import Console
+
     warn = Console(stderr=True, highlight=False, soft_wrap=True)
     for warning in moved.warnings:
         warn.print(f"warning: {warning}")

@@ -8,7 +8,6 @@ import sys
 from typing import Annotated, Any, Literal
 
 import typer
-from rich.console import Console
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile
 from pipeline.cli.github import job_summary
@@ -44,6 +43,8 @@ def compare(file: SpecFile = DEFAULT_SPEC,
     """Serve the spec with both server kinds, one at a time, and compare them in
     interleaved windows: throughput at the SLO, latency curves, cold start, memory,
     batching, the failure path, and a verdict with its confidence. Publishes nothing."""
+    from rich.console import Console
+
     from pipeline.compare.run import Options, run_compare
     from pipeline.compare.translate import parse_instances, parse_kinds
     from pipeline.report.sidebyside.html import render_sidebyside_html

@@ -10,9 +10,6 @@ import time
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile
 
@@ -29,6 +26,10 @@ def doctor(file: SpecFile = DEFAULT_SPEC,
 
     Exit 0 when every check passes, else the exit code of the most serious problem
     (2 setup or spec, 3 store, 5 policy)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     from pipeline.preflight import Scope, most_serious, run_checks
     from pipeline.spec.loading import load_spec
     loaded = load_spec(file, env)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.text import Text
 
 from pipeline.cli.common import (
     DEFAULT_SPEC,
@@ -51,8 +50,8 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
         raise UsageError(f"approvals are signed: pass --key PATH (or set {APPROVAL_KEY_ENV})")
     signer = FileSigner.from_file(key_path)
     identity = acting(store)
-    out.print(render_terminal(find_record(loaded, release_id)))
-    out.print(release_terminal(release_evidence(loaded, release_id, env) or "no release"))
+    out().print(render_terminal(find_record(loaded, release_id)))
+    out().print(release_terminal(release_evidence(loaded, release_id, env) or "no release"))
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("approve asks for confirmation; pass --yes when not at a terminal")
@@ -61,7 +60,7 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
     entry = approve_release(store, loaded, release_id, env, signer, actor_name(by), identity,
                             note)
     verified = "verified" if identity.get("verified") else "unverified"
-    out.print(f"approved {release_id} for {env} by {entry['by']} ({verified} identity) at "
+    out().print(f"approved {release_id} for {env} by {entry['by']} ({verified} identity) at "
               f"{entry['at']}, signed with {signer.keyid[:19]}")
 
 
@@ -103,6 +102,7 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
         return
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"{loaded.spec.name} / {environment}: current {pointer.current or '-'}",
                   title_justify="left")
@@ -115,7 +115,7 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
                       str((event.get("actor") or {}).get("user") or "-"),
                       ", ".join(event.get("approved_by") or []) or "-",
                       Text(str(event.get("note") or "-")))
-    out.print(table)
+    out().print(table)
 
 
 def store_verify(file: SpecFile = DEFAULT_SPEC,
@@ -127,6 +127,8 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
                  ) -> None:
     """Check every manifest's blobs (digests), every pointer and its audit entries;
     read-only unless --repair."""
+    from rich.text import Text
+
     from pipeline.release.chain import unsigned_approvals
     from pipeline.release.offline import approver_keys_by_environment
     from pipeline.release.store import store_for
@@ -141,10 +143,10 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
         sys.stdout.write(json.dumps(check.to_json(), indent=2) + "\n")
     else:
         for problem in check.problems:
-            out.print(Text.assemble(("✗ ", "red"), problem))
+            out().print(Text.assemble(("✗ ", "red"), problem))
         for repaired in check.repaired:
-            out.print(Text.assemble(("✓ ", "green"), repaired))
-        out.print(f"{store.url}: {check.manifests} manifests, {check.blobs} blobs, "
+            out().print(Text.assemble(("✓ ", "green"), repaired))
+        out().print(f"{store.url}: {check.manifests} manifests, {check.blobs} blobs, "
                   f"{check.pointers} pointers checked; {len(check.problems)} problems")
     if check.problems:
         raise typer.Exit(1)
@@ -175,7 +177,7 @@ def releases_command(file: SpecFile = DEFAULT_SPEC,
                       str(row["verified_in"] or "-"), _digest(row["model_sha256"]),
                       _digest(row["config_sha256"]), f"{row['gates_passed']}/{row['gates']}",
                       ", ".join(row["current_in"]) or "-")
-    out.print(table)
+    out().print(table)
 
 
 def _digest(value: object) -> str:
@@ -197,6 +199,8 @@ def verify_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
                    "table") -> None:
     """Verify RELEASE_ID offline: every blob re-hashed, the signed attestation over them,
     and every approval's signature and binding, with public keys only."""
+    from rich.text import Text
+
     from pipeline.release.chain import approval_environment
     from pipeline.release.offline import verify_release_offline
     store, chain = verify_release_offline(file, release_id, store_url, public_key or [], env)
@@ -204,11 +208,11 @@ def verify_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
         sys.stdout.write(json.dumps(chain.to_json(), indent=2) + "\n")
     else:
         for problem in chain.problems:
-            out.print(Text.assemble(("✗ ", "red"), problem))
+            out().print(Text.assemble(("✗ ", "red"), problem))
         signer = chain.attestation.signer or "-"
         counted = ", ".join(f"{a.approver} ({approval_environment(a.key)})"
                             for a in chain.approvals if a.counts) or "none"
-        out.print(f"{store.url} release {release_id}: manifest sha256 "
+        out().print(f"{store.url} release {release_id}: manifest sha256 "
                   f"{chain.manifest_sha256[:12]}, attestation signed by {signer}, approvals: "
                   f"{counted}; {len(chain.problems)} problems")
     if chain.problems:

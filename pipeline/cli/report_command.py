@@ -31,10 +31,10 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
     loaded = load_spec(file, None)
     record = find_record(loaded, identifier)
     if output == "terminal":
-        out.print(render_terminal(record))
+        out().print(render_terminal(record))
         evidence = release_evidence(loaded, record.release_id, env)
         if evidence is not None:
-            out.print(release_terminal(evidence))
+            out().print(release_terminal(evidence))
         return
     rendered = output in ("html", "markdown")
     baseline = baseline_for(store_for(loaded), loaded.spec.name, record) if rendered else None

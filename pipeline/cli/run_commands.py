@@ -48,7 +48,7 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
     run_dir.mkdir(parents=True)
     title = (f"{command} {environment or ''} · {loaded.spec.name} · run {run_id}").replace(
         "  ", " ")
-    with ExitStack() as resources, ProgressView(out, [s.NAME for s in STAGES], title) as view:
+    with ExitStack() as resources, ProgressView(out(), [s.NAME for s in STAGES], title) as view:
         ctx = RunContext(loaded=loaded, run_id=run_id, run_dir=run_dir, env=dict(os.environ),
                          resources=resources, progress=view, promote_to=promote_to,
                          actor=actor_name(by), approved_by=approved_by, promotion=promotion,
@@ -64,16 +64,16 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted: the server was stopped and nothing was promoted "
                               f"(record: {run_dir / 'record.json'})") from None
-    out.print(render_terminal(record))
+    out().print(render_terminal(record))
     write_reports(loaded, record, run_dir)
-    out.print(f"record: {run_dir / 'record.json'}  report: {run_dir / 'report.html'}")
+    out().print(f"record: {run_dir / 'record.json'}  report: {run_dir / 'report.html'}")
     if record.status != "passed":
         failed = record.first_failed_stage()
         reason = f"{failed.name}: {failed.message}" if failed else "not all passed"
         kind = (failed.exit_code or 1) if failed else 1
         raise PipelineFailed(f"run {run_id} failed at {reason}", kind)
     if record.release_id:
-        out.print(f"release {record.release_id}")
+        out().print(f"release {record.release_id}")
 
 
 def promote(environment: Annotated[str, typer.Argument(help="Target environment.")],
@@ -90,7 +90,7 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
 
     Without --release, and when the environment requires no other one, this
     builds, verifies and publishes a new release first. An environment whose
-    overlay has `requires: \\[staging]` takes the release current there (or
+    overlay has `requires: [staging]` takes the release current there (or
     --release), never a rebuild, after every check of the promotion policy: its
     blobs and signed attestation, the environments it requires, this
     environment's gates on its recorded results, and signed approvals.
@@ -103,7 +103,7 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
         store = store_for(loaded)
         decision = decide_promotion(store, loaded, environment, release, approved_by)
         for line in decision.notes:
-            out.print(f"note: {line}")
+            out().print(f"note: {line}")
         if loaded.policy.reverify:
             _execute(file, environment, environment, by, "promote", promotion=decision,
                      ray_address=ray_address)

@@ -19,7 +19,7 @@ def validate(file: SpecFile = DEFAULT_SPEC,
     loaded = load_spec(file, env)
     spec = loaded.spec
     queue = spec.slo.queue_budget()
-    out.print(f"{' + '.join(loaded.files)}: valid ({spec.name}, {spec.server.kind}, "
+    out().print(f"{' + '.join(loaded.files)}: valid ({spec.name}, {spec.server.kind}, "
               f"queue budget {queue} for max_queue_delay "
               f"{spec.server.batching.max_queue_delay})")
 

@@ -6,17 +6,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import time
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from pipeline.cli.common import DEFAULT_SPEC, SpecFile
+from pipeline.cli.common import DEFAULT_SPEC, SpecFile, out
 from pipeline.errors import Interrupted, PipelineFailed, UsageError
-
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 140)
 
 
 def _budget_seconds(text: str | None) -> float | None:
@@ -65,7 +61,7 @@ def tune_command(
     started_at, started = iso(utc_now()), time.monotonic()
     try:
         outcome = run_tune(loaded, run_dir, dict(os.environ), settings,
-                           report=lambda line: out.print(line, markup=False))
+                           report=lambda line: out().print(line, markup=False))
     except KeyboardInterrupt:
         raise Interrupted(f"tune {run_id} interrupted: every server it started was stopped; "
                           f"the candidates' records are under {run_dir}") from None
@@ -77,17 +73,17 @@ def tune_command(
                          time.monotonic() - started)
     write_record(run_dir / "record.json", RunRecord.from_json(record))
     (run_dir / "report.html").write_text(render_tune_html(record), encoding="utf-8")
-    out.print(render_tune_table(record))
+    out().print(render_tune_table(record))
     section = record["tune"]
-    out.print(section["why"], markup=False)
-    out.print(f"record: {run_dir / 'record.json'}  report: {run_dir / 'report.html'}")
+    out().print(section["why"], markup=False)
+    out().print(f"record: {run_dir / 'record.json'}  report: {run_dir / 'report.html'}")
     if section["recommended"] is None:
         closest = section["closest"]
         shown = json.dumps(closest["config"]) if closest else "none"
         raise PipelineFailed(f"tune {run_id}: no config meets the SLO (closest: {shown})")
-    out.print("recommended:\n" + recommended_yaml(section["recommended"]), markup=False)
+    out().print("recommended:\n" + recommended_yaml(section["recommended"]), markup=False)
     if write:
         comments = write_recommendation(loaded.path, section["recommended"])
-        out.print(f"wrote the recommended server block into {loaded.path}")
+        out().print(f"wrote the recommended server block into {loaded.path}")
         for comment in comments:
-            out.print(f"  {comment}", markup=False)
+            out().print(f"  {comment}", markup=False)

@@ -6,8 +6,6 @@ import io
 import json
 from typing import TYPE_CHECKING, Literal
 
-from rich.console import Console
-
 if TYPE_CHECKING:
     from pipeline.record import RunRecord
     from pipeline.release.dossier import ReleaseDossier
@@ -35,6 +33,8 @@ def render(record: RunRecord, fmt: Format, baseline: RunRecord | None = None,
            width: int = 140, release: ReleaseDossier | str | None = None) -> str:
     """`release`: the release's evidence (pipeline.release.dossier), or why it could not be
     read; shown by the HTML and Markdown reports."""
+    from rich.console import Console
+
     from pipeline.report.html import render_html
     from pipeline.report.markdown import render_markdown
     from pipeline.report.terminal import render_terminal
@@ -55,6 +55,8 @@ def render(record: RunRecord, fmt: Format, baseline: RunRecord | None = None,
 
 def _render_tune(record: RunRecord, fmt: Format, width: int) -> str:
     """A tune run: its candidates table and chart (it ran no stages of its own)."""
+    from rich.console import Console
+
     from pipeline.report.tune import render_tune_html, render_tune_table
     body = record.to_json()
     if fmt == "html":

@@ -15,6 +15,7 @@ import pytest
 from benchmarks.stall_scenario import StallScenario
 from pipeline.measure.loadgen import LoadAborted, LoadResult, Target, closed_loop
 from pipeline.measure.wire.blocking import HTTP_THREADS_UP_TO, blocking_callers
+from pipeline.model.tensors import Batch
 from pipeline.request_types import HttpRequest
 from pipeline.servers.base import ModelServer
 from pipeline.servers.ports import free_ports
@@ -37,7 +38,7 @@ def stalling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]
         yield server
 
 
-def target_for(server: ModelServer, protocol: str, batch: dict[str, np.ndarray]) -> Target:
+def target_for(server: ModelServer, protocol: str, batch: Batch) -> Target:
     target = server.grpc_request(batch) if protocol == "grpc" else server.infer_request(batch)
     assert target is not None
     return target

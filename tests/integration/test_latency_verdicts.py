@@ -64,6 +64,7 @@ def test_a_clear_margin_passes_before_the_cap(
     assert p99.outcome == "passed" and p99.samples == result.metrics["latency_samples"]
     assert p99.samples == result.metrics["requests"]            # one count for all
     assert p99.interval is not None and p99.interval[1] is not None
+    assert isinstance(p99.observed, (int, float))
     assert p99.interval[0] is not None and p99.interval[0] <= p99.observed <= p99.interval[1]
     assert result.details["decided"]
     assert gate(result, "latency.server_queue_mean").outcome == "passed"
@@ -96,6 +97,7 @@ def test_a_threshold_at_the_measured_p99_is_definite_or_inconclusive(
         p99 = gate(result, "latency.p99")
         assert p99.interval is not None and p99.samples
         low, high = p99.interval
+        assert isinstance(p99.threshold, (int, float))
         threshold = float(p99.threshold)
         if p99.outcome == "passed":
             assert high is not None and high <= threshold

@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.stall_scenario import StallScenario
 from pipeline.measure.loadgen import Phase, closed_loop, open_loop, paced_sequential
-from pipeline.model.tensors import load_samples, take
+from pipeline.model.tensors import Batch, load_samples, take
 from pipeline.request_types import HttpRequest
 from pipeline.servers import serving
 from pipeline.servers.base import ModelServer
@@ -46,7 +46,7 @@ def torchserve(tmp_path_factory: pytest.TempPathFactory
     yield from served_example("examples/torchserve/serve.yaml", tmp_path_factory.mktemp("ts"))
 
 
-def one_item(server: ModelServer, loaded: LoadedSpec) -> dict[str, np.ndarray]:
+def one_item(server: ModelServer, loaded: LoadedSpec) -> Batch:
     samples = load_samples(loaded.spec.model, loaded.spec.stages.parity, loaded.workspace)
     return take(samples, 1)
 

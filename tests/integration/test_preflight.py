@@ -147,7 +147,7 @@ def auth_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthS3]:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise RuntimeError("moto_server did not start: " + log.read_text()) from None
                 time.sleep(0.2)
-        anyone = {"endpoint_url": endpoint, "region_name": "us-east-1",
+        anyone: dict[str, Any] = {"endpoint_url": endpoint, "region_name": "us-east-1",
                   "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
         bucket = "preflight-auth"
         boto3.client("s3", **anyone).create_bucket(Bucket=bucket)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 def verification_blob(store: Path, name: str, release_id: str) -> Path:
     manifest = json.loads((store / "releases" / name / f"{release_id}.json").read_text())
     [blob] = [b for b in manifest["blobs"] if b["role"] == "verification"]
-    return store / "blobs" / "sha256" / blob["digest"]
+    return store / "blobs" / "sha256" / str(blob["digest"])
 
 
 def test_an_unreadable_live_release_blocks_publish_under_the_gate(fast_project: Path) -> None:

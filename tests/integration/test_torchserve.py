@@ -116,7 +116,7 @@ def test_a_busy_port_is_reported_by_the_server_itself(ts_project: Path, tmp_path
     message = str(caught.value)
     assert "\n" not in message
     assert "Address already in use" in message or "Failed to bind" in message
-    assert not server.process.is_running()
+    assert server.process is not None and not server.process.is_running()
 
 
 def test_a_handler_that_fails_at_load_fails_readiness(ts_project: Path) -> None:

@@ -28,7 +28,7 @@ tune:
 def _tune_record(project: Path) -> dict[str, Any]:
     runs = sorted((project / ".serve-pipeline" / "runs").glob("*/record.json"),
                   key=lambda path: path.stat().st_mtime_ns)
-    tuned = [json.loads(p.read_text()) for p in runs]
+    tuned: list[dict[str, Any]] = [json.loads(p.read_text()) for p in runs]
     tuned = [r for r in tuned if r["command"] == "tune"]
     assert tuned, "no tune record"
     return tuned[-1]

@@ -105,7 +105,7 @@ class Published:
         blobs = self.manifest()["blobs"]
         assert isinstance(blobs, list)
         digest = next(b["digest"] for b in blobs if b["role"] == role)
-        return self.store / "blobs" / "sha256" / digest
+        return self.store / "blobs" / "sha256" / str(digest)
 
     def pointer(self, environment: str) -> bytes | None:
         path = self.store / "environments" / "fraud-mlp" / f"{environment}.json"
@@ -206,7 +206,7 @@ def test_a_tampered_multipart_blob_is_refused(tmp_path: Path, s3_server: S3Serve
     import boto3.s3.transfer
     import torch
 
-    from pipeline.release.store.s3 import MULTIPART_THRESHOLD
+    from pipeline.release.store.s3_checksum import MULTIPART_THRESHOLD
 
     project = make_project(tmp_path / "big", saturation=False)
     (project / "big.py").write_text(bad_model_source(

@@ -132,7 +132,7 @@ def test_a_server_killed_mid_measurement(project: Path, tally: Tally, kind: str,
     assert "log" in message                   # the server's own last words are quoted
     assert all(final[name]["status"] == "aborted" for name in final
                if list(final).index(name) > list(final).index(stage))
-    assert not any(port_is_bound(int(port)) for port in ports.values())  # type: ignore[attr-defined]
+    assert not any(port_is_bound(int(port)) for port in ports.values())
     leftovers = [p for p in psutil.process_iter(["cmdline"])
                  if str(folder) in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []

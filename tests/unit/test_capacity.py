@@ -41,7 +41,12 @@ class FakeClock:
         return self.now
 
 
-def queue(capacity_rps: float, clock: FakeClock, calls: list[float],  # type: ignore[no-untyped-def]
+def recorded() -> list[float]:
+    """An empty log for a fake step or settle to append to (`[]` alone has no type)."""
+    return []
+
+
+def queue(capacity_rps: float, clock: FakeClock, calls: list[float],
           hold_capacity_rps: float | None = None):
     """An M/D/1-like server: fine below `capacity_rps`, a growing backlog above it. A hold
     (a step longer than 1 s) sees `hold_capacity_rps`: slow growth that 1 s cannot show."""
@@ -66,7 +71,7 @@ def queue(capacity_rps: float, clock: FakeClock, calls: list[float],  # type: ig
 
 
 def settler(clock: FakeClock, seconds: float = 0.25, drains: bool = True,
-            calls: list[float] | None = None):  # type: ignore[no-untyped-def]
+            calls: list[float] | None = None):
     """Waiting for the backlog to drain takes `seconds` of the budget."""
     def settle() -> Drained:
         clock.now += seconds
@@ -83,7 +88,7 @@ def settings(budget_s: float = 30, step_s: float = 1.0, hold_s: float = 3.0,
 
 
 def test_starts_below_the_knee_and_bisects_to_a_confirmed_capacity() -> None:
-    clock, calls = FakeClock(), []
+    clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(1000.0, clock, calls), settler(clock), 1600.0, settings(),
                            clock)
     # Half the knee's throughput first: there the server is never idle, so an open loop
@@ -100,7 +105,7 @@ def test_starts_below_the_knee_and_bisects_to_a_confirmed_capacity() -> None:
 
 
 def test_climbs_from_a_passing_start() -> None:
-    clock, calls = FakeClock(), []
+    clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(5000.0, clock, calls), settler(clock), 1000.0 / 0.5,
                            settings(), clock)
     assert [round(rate) for rate in calls[:4]] == [1000, 1500, 2250, 3375]
@@ -110,7 +115,7 @@ def test_climbs_from_a_passing_start() -> None:
 
 
 def test_the_server_drains_after_each_failing_step_on_the_budget() -> None:
-    clock, calls, settled = FakeClock(), [], []
+    clock, calls, settled = FakeClock(), recorded(), recorded()
     search = find_capacity(queue(1000.0, clock, calls), settler(clock, 0.5, calls=settled),
                            1600.0, settings(budget_s=15.5), clock)
     failing = [step for step in search.steps if not step.passed]
@@ -119,14 +124,14 @@ def test_the_server_drains_after_each_failing_step_on_the_budget() -> None:
     assert all(step.settle_s == 0.0 for step in search.steps if step.passed)
     assert search.spent_s == pytest.approx(clock.now) and clock.now <= 15.5
     # Draining takes budget: with slow drains the same budget affords fewer steps.
-    slow_clock, slow_calls = FakeClock(), []
+    slow_clock, slow_calls = FakeClock(), recorded()
     find_capacity(queue(1000.0, slow_clock, slow_calls), settler(slow_clock, 2.0), 1600.0,
                   settings(budget_s=15.5), slow_clock)
     assert len(slow_calls) < len(calls)
 
 
 def test_a_server_that_does_not_drain_stops_the_search() -> None:
-    clock, calls = FakeClock(), []
+    clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(1000.0, clock, calls), settler(clock, 10.0, drains=False),
                            2400.0, settings(), clock)
     assert calls == [1200.0] and search.stuck
@@ -136,7 +141,7 @@ def test_a_server_that_does_not_drain_stops_the_search() -> None:
 
 def test_a_missed_hold_drops_the_rate_by_twice_the_resolution() -> None:
     # The 1 s steps bracket ~1040/s, but held for 3 s the server keeps up with 900/s only.
-    clock, calls = FakeClock(), []
+    clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(1040.0, clock, calls, hold_capacity_rps=900.0),
                            settler(clock), 2000.0, settings(budget_s=20), clock)
     holds = [step for step in search.steps if step.hold]
@@ -150,7 +155,7 @@ def test_a_missed_hold_drops_the_rate_by_twice_the_resolution() -> None:
 
 
 def test_a_missed_hold_falls_back_to_a_lower_rate_a_step_passed() -> None:
-    clock, calls = FakeClock(), []
+    clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(1000.0, clock, calls, hold_capacity_rps=850.0),
                            settler(clock), 1600.0, settings(), clock)
     holds = [step for step in search.steps if step.hold]
@@ -165,7 +170,7 @@ def test_a_missed_hold_falls_back_to_a_lower_rate_a_step_passed() -> None:
 
 
 def test_a_rate_that_always_passes_is_a_lower_bound() -> None:
-    clock, calls = FakeClock(), []
+    clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(1e12, clock, calls), settler(clock), 1000.0 / 0.5,
                            settings(budget_s=13.5), clock)
     assert search.bound == "lower" and search.confirmed is not None
@@ -176,7 +181,7 @@ def test_a_rate_that_always_passes_is_a_lower_bound() -> None:
 def test_a_hold_missed_before_any_step_failed_still_has_time_for_its_retries() -> None:
     # Every short step passes, so nothing brackets the capacity; held for 3 s the server
     # keeps up with less than the last step. The budget kept room for two more holds.
-    clock, calls = FakeClock(), []
+    clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(1e12, clock, calls, hold_capacity_rps=4500.0),
                            settler(clock), 1000.0 / 0.5, settings(budget_s=15.5), clock)
     holds = [step for step in search.steps if step.hold]
@@ -280,7 +285,7 @@ def test_a_hold_is_long_enough_for_its_p99_bound() -> None:
 
 
 def test_the_capacity_gate_carries_the_bisection_interval() -> None:
-    clock, calls = FakeClock(), []
+    clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(1000.0, clock, calls), settler(clock), 1000.0,
                            settings(budget_s=30.0), clock)
     gate = capacity_gate(search, 100.0)
@@ -420,7 +425,7 @@ def test_a_step_that_has_failed_stops_sending(delayed: str) -> None:
 
 
 def test_the_threshold_is_held_first_then_the_capacity_refined() -> None:
-    clock, calls = FakeClock(), []
+    clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(1000.0, clock, calls), settler(clock), 1600.0,
                            settings(budget_s=40.0), clock, threshold_rps=100.0)
     first = search.steps[0]
@@ -433,7 +438,7 @@ def test_the_threshold_is_held_first_then_the_capacity_refined() -> None:
 
 
 def test_a_failed_hold_at_the_threshold_fails_the_gate() -> None:
-    clock, calls = FakeClock(), []
+    clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(90.0, clock, calls), settler(clock), 150.0,
                            settings(budget_s=60.0), clock, threshold_rps=100.0)
     assert search.steps[0].hold and search.steps[0].rate_rps == 100.0
@@ -446,7 +451,7 @@ def test_a_failed_hold_at_the_threshold_fails_the_gate() -> None:
 def test_an_undecided_hold_measures_on_until_decided() -> None:
     # Blocks whose p99 interval straddles the SLO at first, then clearly within it: the
     # hold goes on (one recorded step of several segments) and passes once decided.
-    clock, segments = FakeClock(), []
+    clock, segments = FakeClock(), recorded()
 
     def step(rate: float, duration_s: float, hold: bool = False) -> capacity.StepOutcome:
         clock.now += duration_s

@@ -1,9 +1,10 @@
 """`serve-pipeline --help` imports only the Typer app: read from the source (nothing is
 imported), every module that loading `pipeline.cli` runs, following module-level imports
 (packages' `__init__` included, function bodies and `if TYPE_CHECKING:` blocks not),
-imports no third-party module but Typer and Rich. The heavy ones (torch, numpy, boto3,
-docker, dvc, onnxruntime, ray, tritonclient, pydantic, ...) load where a command uses them;
-benchmarks/cli_startup.py times the result."""
+imports no third-party module but Typer. The heavy ones (torch, numpy, boto3, docker, dvc,
+onnxruntime, ray, tritonclient, pydantic, ...) and Rich load where a command uses them, and
+the help is Click's plain format, which needs no Rich; benchmarks/cli_startup.py times the
+result."""
 
 from __future__ import annotations
 
@@ -11,9 +12,15 @@ import ast
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import typer
+from typer.testing import CliRunner
+
+from pipeline.cli.app import app, summary
 
 REPO = Path(__file__).resolve().parents[2]
-ALLOWED_THIRD_PARTY = {"typer", "rich"}
+ALLOWED_THIRD_PARTY = {"typer"}
 OURS = ("pipeline", "stages")
 
 
@@ -90,7 +97,7 @@ def loaded_by(root: str) -> tuple[set[str], set[str]]:
     return ours, third_party
 
 
-def test_the_cli_loads_only_typer_and_rich() -> None:
+def test_the_cli_loads_only_typer() -> None:
     ours, third_party = loaded_by("pipeline.cli.app")
     assert "pipeline.cli.app" in ours and "pipeline.cli.run_commands" in ours
     assert third_party <= ALLOWED_THIRD_PARTY, (
@@ -102,3 +109,32 @@ def test_the_walk_sees_a_heavy_module_level_import() -> None:
     """The check can fail: the store's S3 module imports boto3 when it is loaded."""
     _, third_party = loaded_by("pipeline.release.store.s3")
     assert "boto3" in third_party
+
+
+def _groups_and_commands(command: Any) -> Iterator[Any]:
+    yield command
+    for sub in getattr(command, "commands", {}).values():
+        yield from _groups_and_commands(sub)
+
+
+def test_no_command_renders_its_help_with_rich() -> None:
+    """Typer's Rich help (rich_markup_mode "rich", its default) imports Rich's console,
+    markdown, syntax and traceback when --help is shown."""
+    rich_help = [command.name for command in _groups_and_commands(typer.main.get_command(app))
+                 if command.rich_markup_mode is not None]
+    assert rich_help == []
+
+
+def test_the_command_list_shows_each_summary_whole() -> None:
+    """Click's plain list would cut a summary at the terminal's width and end it with
+    "..."; each command's summary is its docstring's first paragraph, wrapped."""
+    shown = " ".join(CliRunner().invoke(app, ["--help"], terminal_width=80).output.split())
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    for name, command in group.commands.items():
+        if isinstance(command, typer.core.TyperGroup):
+            expected = command.help
+        else:
+            assert command.callback is not None
+            expected = summary(command.callback)
+        assert f"{name} {expected}" in shown

@@ -3,7 +3,7 @@ from __future__ import annotations
 from pipeline.statistics.knee import ProbeOutcome, find_knee
 
 
-def synthetic(capacity_rps: float, service_ms: float, slo_ms: float):  # type: ignore[no-untyped-def]
+def synthetic(capacity_rps: float, service_ms: float, slo_ms: float):
     """A server that scales linearly up to `capacity_rps`, then queues (Little's law)."""
     calls: list[int] = []
 
@@ -58,7 +58,7 @@ def test_cap_is_respected_and_not_exceeded() -> None:
     assert "capacity ≥ 2400/s (cap reached)" in search.stop_reason
 
 
-def scripted(points: dict[int, tuple[float, float]], slo_ms: float):  # type: ignore[no-untyped-def]
+def scripted(points: dict[int, tuple[float, float]], slo_ms: float):
     """Probe outcomes from a table: concurrency -> (throughput, p99)."""
     def probe(concurrency: int) -> ProbeOutcome:
         throughput, p99 = points[concurrency]

@@ -20,6 +20,7 @@ from pipeline.gates.memory_growth import (
 )
 from pipeline.spec.loading import load_spec
 from pipeline.spec.units import ByteSize, parse_size
+from pipeline.stage_result import GateOutcome
 
 ALPHA = 0.05
 
@@ -52,7 +53,7 @@ def test_flat_memory_passes_and_a_leak_at_the_rate_is_not_passed() -> None:
     # 1 KiB a request is the default limit itself (1 MiB per 1,000): never a pass.
     at_limit = [rate_gate(leak_rate(*sampled(1.0, seed=s), ALPHA), DEFAULT_RATE).outcome
                 for s in range(20)]
-    assert at_limit.count("passed") <= 3
+    assert at_limit.count(GateOutcome.PASSED) <= 3
 
 
 def test_growth_within_allocator_noise_is_not_failed() -> None:

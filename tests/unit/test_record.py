@@ -134,7 +134,7 @@ def test_odd_records_load_without_errors(odd: dict[str, Any]) -> None:
     assert record.server.kind is None
     assert all(stage.status in Status for stage in record.stages)
     for fmt in ("html", "markdown", "json"):
-        assert render(record, fmt)  # type: ignore[arg-type]
+        assert render(record, fmt)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from pipeline.gates.percentile_verdict import PercentileVerdict, judge_percentil
 from pipeline.measure.load_result import merge_windows
 from pipeline.measure.loadgen import LoadResult, closed_loop, new_histogram
 from pipeline.request_types import HttpRequest
-from pipeline.stage_result import Gate, StageResult, Status
+from pipeline.stage_result import Gate, GateOutcome, StageResult, Status
 from pipeline.statistics.order_stats import quantile_interval_us, quantile_ranks, values_at_ranks
 from pipeline.statistics.sequential import WindowPlan, run_windows
 from tests.support.http_server import serving
@@ -184,7 +184,7 @@ def test_gate_outcomes_and_old_records() -> None:
     assert gate.outcome == "passed" and gate.interval is None and gate.samples is None
     assert Gate.at_most("x", 3.0, 2.0).outcome == "failed"
     with pytest.raises(ValueError):
-        Gate("x", 1.0, 2.0, True, outcome="inconclusive")
+        Gate("x", 1.0, 2.0, True, outcome=GateOutcome.INCONCLUSIVE)
     unsure = Gate.decided("latency.p99", 49.0, 50.0, "inconclusive", "<=", "ms",
                           (45.0, None), 120, "too few requests")
     again = StageResult.from_json(StageResult("latency", Status.FAILED, gates=[unsure])

@@ -83,7 +83,7 @@ def test_lint_runs_ruff_mypy_and_actionlint_on_both_workflows() -> None:
     lint = (REPO / ".ci" / "lint").read_text(encoding="utf-8")
     assert lint.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in lint
     for command in (".venv/bin/python -m ruff check .",
-                    ".venv/bin/python -m mypy pipeline stages benchmarks",
+                    ".venv/bin/python -m mypy pipeline stages benchmarks tests",
                     "actionlint -no-color -config-file .github/actionlint.yaml",
                     ".github/workflows/ci.yml .github/workflows/deploy.yml"):
         assert command in " ".join(lint.replace("\\\n", " ").split()), (
