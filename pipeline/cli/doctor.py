@@ -30,7 +30,7 @@ def doctor(file: SpecFile = DEFAULT_SPEC,
     Exit 0 when every check passes, else the exit code of the most serious problem
     (2 setup or spec, 3 store, 5 policy)."""
     from pipeline.preflight import Scope, most_serious, run_checks
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, env)
     started = time.monotonic()
     checks = run_checks(loaded, dict(os.environ), Scope.for_promotion(loaded, env))
