@@ -39,7 +39,7 @@ from pipeline.measure.drain import until_prompt  # noqa: E402
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop  # noqa: E402
 from pipeline.model.tensors import load_samples, take  # noqa: E402
 from pipeline.servers import serving  # noqa: E402
-from pipeline.spec.loading import load_spec  # noqa: E402
+from pipeline.servers.specs import load_spec  # noqa: E402
 
 CAPACITY = "capacity: {budget: 30s, step: 500ms, hold: 10s}, "
 

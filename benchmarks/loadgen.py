@@ -120,7 +120,7 @@ from pipeline.measure.loadgen import Phase, closed_loop, open_loop  # noqa: E402
 from pipeline.model.tensors import load_samples, take  # noqa: E402
 from pipeline.servers import serving  # noqa: E402
 from pipeline.servers.base import ModelServer  # noqa: E402
-from pipeline.spec.loading import load_spec  # noqa: E402
+from pipeline.servers.specs import load_spec  # noqa: E402
 
 WHEEL = "tritonclient-2.51.0-py3-none-manylinux1_x86_64.whl"
 WHEEL_SHA256 = "c485bb0123bdf310f90bc8b03d3489b28df2ffed55b30c7eee0b795b48113d52"

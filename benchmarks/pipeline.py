@@ -46,7 +46,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.spec.loading import load_spec  # noqa: E402
+from pipeline.servers.specs import load_spec  # noqa: E402
 
 
 def scratch_project(spec: Path) -> Path:

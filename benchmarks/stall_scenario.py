@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.servers.ports import loopback_ports
+from pipeline.servers.specs import load_spec
 from pipeline.servers.triton.kind import TritonKind
 from pipeline.servers.triton.server import TritonInstallation, TritonServer
-from pipeline.spec.loading import load_spec
 
 MODEL_SOURCE = Path(__file__).parent / "stall_model" / "model.py"
 

@@ -51,7 +51,7 @@ from pipeline.release.signing.approvals import write_approval  # noqa: E402
 from pipeline.release.signing.attestation import attestation_blob  # noqa: E402
 from pipeline.release.signing.keys import FileSigner  # noqa: E402
 from pipeline.release.store.s3 import S3Store  # noqa: E402
-from pipeline.spec.loading import load_spec  # noqa: E402
+from pipeline.servers.specs import load_spec  # noqa: E402
 from pipeline.spec.models import LoadedSpec  # noqa: E402
 from tests.support.custody import write_keys  # noqa: E402
 from tests.support.moto_s3 import moto_server  # noqa: E402

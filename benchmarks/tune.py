@@ -58,7 +58,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.spec.loading import load_spec  # noqa: E402
+from pipeline.servers.specs import load_spec  # noqa: E402
 from pipeline.tune.adapters import ServingSession, read_candidate, verify_on  # noqa: E402
 from pipeline.tune.search import run_tune, settings_for  # noqa: E402
 from pipeline.tune.space import Config, build_space  # noqa: E402

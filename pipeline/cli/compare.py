@@ -50,7 +50,7 @@ def compare(file: SpecFile = DEFAULT_SPEC,
     from pipeline.report.sidebyside.html import render_sidebyside_html
     from pipeline.report.sidebyside.markdown import render_sidebyside_markdown
     from pipeline.report.sidebyside.terminal import render_sidebyside_terminal
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     kinds = parse_kinds(servers)
     loaded = load_spec(file)
     err = Console(stderr=True, highlight=False)

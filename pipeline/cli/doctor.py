@@ -31,7 +31,7 @@ def doctor(file: SpecFile = DEFAULT_SPEC,
     from rich.text import Text
 
     from pipeline.preflight import Scope, most_serious, run_checks
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, env)
     started = time.monotonic()
     checks = run_checks(loaded, dict(os.environ), Scope.for_promotion(loaded, env))

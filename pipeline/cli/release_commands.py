@@ -41,7 +41,7 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
     from pipeline.release.store import store_for
     from pipeline.report.release_terminal import release_terminal
     from pipeline.report.terminal import render_terminal
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, env)
     store = store_for(loaded)
     key_path = key or (Path(os.environ[APPROVAL_KEY_ENV]) if os.environ.get(APPROVAL_KEY_ENV)
@@ -77,7 +77,7 @@ def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
     refused: promote it instead, through every check of the environment's policy."""
     from pipeline.release.policy import promotion_needs, rollback
     from pipeline.release.store import store_for
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, environment)
     store = store_for(loaded)
     moved = rollback(store, loaded.spec.name, environment, to, actor_name(by),
@@ -92,7 +92,7 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
     """What happened to ENVIRONMENT: every promote and rollback, newest last."""
     from pipeline.release.pointers import read_pointer
     from pipeline.release.store import store_for
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, environment)
     store = store_for(loaded)
     pointer, _ = read_pointer(store, loaded.spec.name, environment)
@@ -133,7 +133,7 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
     from pipeline.release.offline import approver_keys_by_environment
     from pipeline.release.store import store_for
     from pipeline.release.verify import verify_store
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, env)
     store = store_for(loaded)
     check = verify_store(store, repair=repair)
@@ -158,7 +158,7 @@ def releases_command(file: SpecFile = DEFAULT_SPEC,
     """The spec's releases in the store, oldest first, with where each is current."""
     from pipeline.release.catalog import release_rows
     from pipeline.release.store import store_for
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, None)
     store = store_for(loaded)
     name = loaded.spec.name

@@ -27,7 +27,7 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
     from pipeline.report.formats import baseline_for, render
     from pipeline.report.release_terminal import release_terminal
     from pipeline.report.terminal import render_terminal
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, None)
     record = find_record(loaded, identifier)
     if output == "terminal":

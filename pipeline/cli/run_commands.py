@@ -40,7 +40,7 @@ def _execute(file: Path, environment: str | None, promote_to: str | None, by: st
     from pipeline.record import runs_dir
     from pipeline.report.terminal import render_terminal
     from pipeline.runner import STAGES, new_run_id, run_pipeline, stages_to_run
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, environment)
     stages_to_run(selected, attached=attach is not None)   # refuse a bad selection early
     run_id = new_run_id()
@@ -97,7 +97,7 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
     """
     from pipeline.release.policy import commit, decide_new_release, decide_promotion
     from pipeline.release.store import store_for
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, environment)
     if release is not None or loaded.policy.requires:
         store = store_for(loaded)

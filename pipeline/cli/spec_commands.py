@@ -15,7 +15,7 @@ def validate(file: SpecFile = DEFAULT_SPEC,
              env: Annotated[str | None, typer.Option("--env", help="Merge this environment's "
                                                      "overlay first.")] = None) -> None:
     """Check a spec (and an environment overlay); exit 2 with file:line:col on errors."""
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     loaded = load_spec(file, env)
     spec = loaded.spec
     queue = spec.slo.queue_budget()
@@ -26,5 +26,5 @@ def validate(file: SpecFile = DEFAULT_SPEC,
 
 def schema() -> None:
     """Print the JSON schema of serve.yaml version 1."""
-    from pipeline.spec.models import json_schema
+    from pipeline.servers.specs import json_schema
     sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")

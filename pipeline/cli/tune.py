@@ -48,7 +48,7 @@ def tune_command(
     from pipeline.release.manifest import iso, utc_now
     from pipeline.report.tune import recommended_yaml, render_tune_html, render_tune_table
     from pipeline.runner import new_run_id
-    from pipeline.spec.loading import load_spec
+    from pipeline.servers.specs import load_spec
     from pipeline.tune.record import tune_record
     from pipeline.tune.search import run_tune, settings_for
     from pipeline.tune.write import write_recommendation

@@ -23,7 +23,8 @@ from pipeline.release.store.base import Store
 from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact, ModelServer
 from pipeline.servers.ports import loopback_ports
-from pipeline.spec.models import EnvironmentPolicy, LoadedSpec, Spec
+from pipeline.servers.specs import validate_spec
+from pipeline.spec.models import EnvironmentPolicy, LoadedSpec
 
 
 class LiveUnservable(Exception):
@@ -51,7 +52,7 @@ def live_spec(store: Store, manifest: dict[str, Any], candidate: LoadedSpec) -> 
     resolved against this workspace."""
     try:
         body = json.loads(store.read_blob(_blob(manifest, "spec")))
-        spec = Spec.model_validate(body["spec"])
+        spec = validate_spec(body["spec"])
         policy = EnvironmentPolicy.model_validate(body.get("policy") or {})
     except (PipelineError, ValueError, KeyError, TypeError, ValidationError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

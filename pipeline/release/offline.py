@@ -14,7 +14,8 @@ from pipeline.release.chain import VerifiedChain, trusted_keys, verify_offline
 from pipeline.release.signing.keys import TrustedKey, load_public_key
 from pipeline.release.store import open_store, store_for
 from pipeline.release.store.base import Store
-from pipeline.spec.loading import environment_names, load_spec
+from pipeline.servers.specs import load_spec
+from pipeline.spec.loading import environment_names
 from pipeline.spec.models import LoadedSpec
 
 

@@ -16,6 +16,7 @@ from pipeline.model.tensors import Array, Batch
 from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.servers import http
 from pipeline.servers.process import ManagedProcess
+from pipeline.spec.kind_specs import KindSpec
 from pipeline.spec.models import LoadedSpec, ProbeName
 from pipeline.spec.units import ByteSize
 
@@ -163,6 +164,11 @@ class ServerKind(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def spec(self) -> KindSpec:
+        """What the spec knows of the kind: its ports and its cross-key rules."""
+        ...
 
     @property
     def port_names(self) -> tuple[str, ...]: ...

@@ -9,8 +9,13 @@ from typing import Final
 from pipeline.servers.base import ServerKind
 from pipeline.servers.torchserve.kind import TORCHSERVE
 from pipeline.servers.triton.kind import TRITON
+from pipeline.spec.kind_specs import KindSpecs
 
 KINDS: Final[Mapping[str, ServerKind]] = MappingProxyType({
     TRITON.name: TRITON,
     TORCHSERVE.name: TORCHSERVE,
 })
+
+KIND_SPECS: Final[KindSpecs] = MappingProxyType({
+    name: kind.spec for name, kind in KINDS.items()})
+"""What the spec layer is told of the kinds (it sits below them): `pipeline/servers/specs.py`."""

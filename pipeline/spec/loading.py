@@ -11,12 +11,14 @@ from pydantic import ValidationError
 
 from pipeline.errors import SpecError, SpecIssue
 from pipeline.spec.issues import issues_from_validation
+from pipeline.spec.kind_specs import KindSpecs
 from pipeline.spec.models import (
     ENVIRONMENT_ONLY_KEYS,
     NAME_PATTERN,
     EnvironmentPolicy,
     LoadedSpec,
     Spec,
+    validate_spec,
 )
 from pipeline.spec.positions import KeyPath, PositionedDocument, load_document
 from pipeline.spec.rules import semantic_issues
@@ -27,8 +29,9 @@ def environment_names(workspace: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-def load_spec(path: Path, environment: str | None = None) -> LoadedSpec:
-    """Load, overlay and validate; raise SpecError with every issue found."""
+def load_spec(path: Path, environment: str | None, kinds: KindSpecs) -> LoadedSpec:
+    """Load, overlay and validate against the server `kinds`; raise SpecError with every
+    issue found. Commands call `pipeline.servers.specs.load_spec`, which knows the kinds."""
     spec_path = path.resolve() if path.exists() else path
     workspace = spec_path.parent
     base = load_document(spec_path, display=_display(path))
@@ -44,7 +47,7 @@ def load_spec(path: Path, environment: str | None = None) -> LoadedSpec:
     issues: list[SpecIssue] = []
     spec: Spec | None = None
     try:
-        spec = Spec.model_validate(merged.data)
+        spec = validate_spec(merged.data, kinds)
     except ValidationError as exc:
         issues += issues_from_validation(exc, merged, Spec, hint_keys=_env_only_hint)
     policy = EnvironmentPolicy()
@@ -57,7 +60,7 @@ def load_spec(path: Path, environment: str | None = None) -> LoadedSpec:
             policy_doc = dataclasses.replace(overlay_doc, data=policy_data)
             issues += issues_from_validation(exc, policy_doc, EnvironmentPolicy)
     if spec is not None:
-        issues += semantic_issues(spec, merged, workspace)
+        issues += semantic_issues(spec, merged, workspace, kinds[spec.server.kind])
     if issues:
         raise SpecError(issues)
     assert spec is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
@@ -11,13 +12,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from pipeline.spec.production_ports import port_names
 from pipeline.spec.stage_settings import (
     ALL_PROBES,
     DECLARED_HUGE_BYTES,
@@ -63,8 +64,8 @@ __all__ = [
 Dtype = Literal["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
                 "float64"]
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
-TRITON_PORTS = port_names("triton")
-TORCHSERVE_PORTS = port_names("torchserve")
+KINDS_CONTEXT = "server kinds"
+"""The validation context's key for the known kind names (`validate_spec`)."""
 
 
 class TensorSpec(StrictModel):
@@ -205,7 +206,7 @@ class ImageSpec(StrictModel):
 
 
 class ServerSpec(StrictModel):
-    kind: Literal["triton", "torchserve"] = Field(description="Which model server runs it.")
+    kind: str = Field(description="Which model server runs it.")
     runtime: Literal["process", "docker"] = Field(default="process", description=(
         "process: a local server process; docker: the serving image as a container."))
     backend: Literal["python", "onnxruntime", "pytorch", "tensorrt"] = Field(
@@ -224,6 +225,16 @@ class ServerSpec(StrictModel):
         "listens on the loopback-only management address when on."))
     image: ImageSpec | None = Field(default=None, description=(
         "The serving image (runtime docker, or an image published with the release)."))
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _known_kind(cls, kind: Any, info: ValidationInfo) -> Any:
+        """One of the kinds the caller knows, refused as pydantic refuses a Literal."""
+        known = _known_kinds(info)
+        if kind not in known:
+            raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                      {"expected": _one_of(known)})
+        return kind
 
     @field_validator("ports")
     @classmethod
@@ -380,8 +391,30 @@ class LoadedSpec:
         return "sha256:" + sha256(self.canonical_json().encode()).hexdigest()
 
 
-def json_schema() -> dict[str, Any]:
+def _known_kinds(info: ValidationInfo) -> tuple[str, ...]:
+    context = info.context
+    if not isinstance(context, dict) or KINDS_CONTEXT not in context:
+        raise TypeError("a spec is validated with the known server kinds: validate_spec()")
+    return tuple(context[KINDS_CONTEXT])
+
+
+def _one_of(names: tuple[str, ...]) -> str:
+    """The names as pydantic lists a Literal's values: 'a', 'b' or 'c'."""
+    quoted = [repr(name) for name in names]
+    return " or ".join(filter(None, (", ".join(quoted[:-1]), *quoted[-1:])))
+
+
+def validate_spec(data: Any, kinds: Collection[str]) -> Spec:
+    """The spec in `data`, whose `server.kind` must be one of `kinds`; ValidationError."""
+    return Spec.model_validate(data, context={KINDS_CONTEXT: tuple(kinds)})
+
+
+def json_schema(kinds: Collection[str]) -> dict[str, Any]:
+    """The JSON schema of the spec, with `server.kind` an enum of `kinds`."""
     schema = Spec.model_json_schema()
+    kind = schema["$defs"]["ServerSpec"]["properties"]["kind"]
+    schema["$defs"]["ServerSpec"]["properties"]["kind"] = dict(sorted(
+        {**kind, "enum": list(kinds)}.items()))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "serve.yaml (version 1)"
     return schema

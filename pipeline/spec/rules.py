@@ -1,22 +1,23 @@
 """Rules that span keys of a valid spec: the latency budget, inputs inside the project,
-what each server kind and runtime can run."""
+what the runtime can run; the server kind's own rules (its `KindSpec`) run among them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline import metric_names
 from pipeline.errors import SpecIssue
-from pipeline.spec.models import TORCHSERVE_PORTS, TRITON_PORTS, Spec
+from pipeline.spec.kind_specs import KindSpec
+from pipeline.spec.models import Spec
 from pipeline.spec.positions import KeyPath, Mark, PositionedDocument, format_path
-
-Problem = tuple[KeyPath, str]
-Rule = Callable[[Spec, PositionedDocument, Path], Iterator[Problem]]
+from pipeline.spec.problems import Problem, Rule
 
 
-def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -> list[SpecIssue]:
-    """Rules that span keys: the latency budget, files that must exist, what can run.
+def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path,
+                    kind: KindSpec) -> list[SpecIssue]:
+    """Rules that span keys: the latency budget, files that must exist, what can run;
+    `kind` is the spec's server kind.
 
     An input outside the project stops the checks there: nothing else is looked up."""
     problems: list[Problem] = []
@@ -25,7 +26,10 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path) -
     outside = next(inputs_outside_project(spec, workspace), None)
     if outside is not None:
         return _issues(document, [*problems, outside])
-    for rule in _FILE_AND_SERVER_RULES:
+    rules = (input_files_exist, docker_has_a_base_image, *kind.settings_rules,
+             port_names_known(kind), onnx_model_is_onnx, *kind.load_rules,
+             load_batch_fits, regression_metrics_known)
+    for rule in rules:
         problems += rule(spec, document, workspace)
     return _issues(document, problems)
 
@@ -92,57 +96,44 @@ def input_files_exist(spec: Spec, _: PositionedDocument, workspace: Path) -> Ite
                f"{workspace / spec.stages.parity.data}")
 
 
-def runtime_can_run(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+def docker_has_a_base_image(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
     server = spec.server
-    if server.runtime == "docker":
-        if server.image is None or server.image.base is None:
-            yield (("server", "image", "base"), "runtime docker needs server.image.base (the "
-                   "image the serving image is built on)")
-        if server.kind == "torchserve":
-            yield (("server", "runtime"), "runtime docker is available for Triton in this "
-                   "version; TorchServe runs as a local process (its image can still be built "
-                   "and published with server.image)")
-        if server.backend in ("onnxruntime", "tensorrt") and spec.model.format != "onnx":
-            yield (("server", "backend"), f"backend {server.backend} serves ONNX models "
-                   "(model.format: onnx)")
-        if server.backend == "pytorch" and spec.model.format != "torchscript":
-            yield (("server", "backend"), "backend pytorch serves TorchScript models "
-                   "(model.format: torchscript)")
-    elif server.kind == "triton" and server.backend != "python":
-        yield (("server", "backend"), f"'{server.backend}' exists only in NVIDIA's Triton "
-               "images (runtime: docker); the local tritonserver has the python backend, "
-               "which runs TorchScript, eager and ONNX models")
+    if server.runtime == "docker" and (server.image is None or server.image.base is None):
+        yield (("server", "image", "base"), "runtime docker needs server.image.base (the "
+               "image the serving image is built on)")
 
 
-def server_kind_settings(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+def docker_backend_serves_format(spec: Spec, _: PositionedDocument,
+                                 __: Path) -> Iterator[Problem]:
+    """In a serving image, the backend must serve the model's format (a kind whose images
+    have backends lists this rule among its own)."""
     server = spec.server
-    known_ports = TRITON_PORTS if server.kind == "triton" else TORCHSERVE_PORTS
-    if server.kind == "torchserve":
-        if server.backend != "python":
-            yield (("server", "backend"), "server.backend is Triton's; TorchServe runs the model "
-                   "in its Python workers (leave it out)")
-        if server.batching.max_queue_delay.exact_in("ms") is None:
-            yield (("server", "batching", "max_queue_delay"),
-                   f"{server.batching.max_queue_delay} is not a whole number of milliseconds: "
-                   "TorchServe's maxBatchDelay counts milliseconds, and rounding would change "
-                   "the latency you measured")
-    elif server.batching.max_queue_delay.exact_in("us") is None:
-        yield (("server", "batching", "max_queue_delay"),
-               f"{server.batching.max_queue_delay} is not a whole number of microseconds "
-               "(Triton's max_queue_delay_microseconds)")
-    for name in sorted(set(server.ports) - set(known_ports)):
-        yield (("server", "ports", name), f"unknown port name; {server.kind}'s are "
-               f"{', '.join(known_ports)}")
+    if server.runtime != "docker":
+        return
+    if server.backend in ("onnxruntime", "tensorrt") and spec.model.format != "onnx":
+        yield (("server", "backend"), f"backend {server.backend} serves ONNX models "
+               "(model.format: onnx)")
+    if server.backend == "pytorch" and spec.model.format != "torchscript":
+        yield (("server", "backend"), "backend pytorch serves TorchScript models "
+               "(model.format: torchscript)")
 
 
-def model_and_load_fit(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
-    server = spec.server
+def port_names_known(kind: KindSpec) -> Rule:
+    def rule(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+        for name in sorted(set(spec.server.ports) - set(kind.port_names)):
+            yield (("server", "ports", name), f"unknown port name; {kind.name}'s are "
+                   f"{', '.join(kind.port_names)}")
+    return rule
+
+
+def onnx_model_is_onnx(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
     if spec.model.format == "onnx" and spec.model.source.path is not None \
             and not spec.model.source.path.endswith(".onnx"):
         yield ("model", "source"), "format onnx expects a .onnx file"
-    if server.kind == "torchserve" and spec.stages.latency.protocol == "grpc":
-        yield (("stages", "latency", "protocol"), "gRPC load is measured for Triton only; use "
-               "http with TorchServe")
+
+
+def load_batch_fits(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+    server = spec.server
     if spec.stages.latency.batch_size > server.batching.max_batch_size:
         yield (("stages", "latency", "batch_size"),
                f"{spec.stages.latency.batch_size} is over server.batching.max_batch_size "
@@ -159,9 +150,6 @@ def regression_metrics_known(spec: Spec, _: PositionedDocument, __: Path) -> Ite
 
 
 _BUDGET_RULES: tuple[Rule, ...] = (queue_budget_left, p95_under_p99)
-_FILE_AND_SERVER_RULES: tuple[Rule, ...] = (
-    input_files_exist, runtime_can_run, server_kind_settings, model_and_load_fit,
-    regression_metrics_known)
 
 
 def project_root(workspace: Path) -> Path:

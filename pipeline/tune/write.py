@@ -23,7 +23,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from pipeline.errors import UsageError
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 
 
 def write_recommendation(spec_path: Path, block: dict[str, Any]) -> list[str]:

@@ -18,7 +18,8 @@ import pytest
 
 from pipeline.context import RunContext
 from pipeline.servers.base import ModelServer
-from pipeline.spec.models import LoadedSpec, Spec
+from pipeline.servers.specs import validate_spec
+from pipeline.spec.models import LoadedSpec
 from pipeline.stage_result import Gate, StageResult, Status
 from stages import latency
 from tests.support.cli import cli, latest_record
@@ -42,7 +43,7 @@ def measure(triton: tuple[ModelServer, LoadedSpec], tmp_path: Path, slo: dict[st
     body["stages"]["latency"].update(
         concurrency=4, warmup="300ms", duration=f"{window_ms * max_windows}ms",
         stability={"windows": windows, "max_windows": max_windows}, verdict=verdict)
-    spec = Spec.model_validate(body)
+    spec = validate_spec(body)
     with ExitStack() as resources:
         ctx = RunContext(dataclasses.replace(loaded, spec=spec), "test", tmp_path, {},
                          resources, server=server)

@@ -18,8 +18,8 @@ from pipeline.request_types import HttpRequest
 from pipeline.servers import serving
 from pipeline.servers.base import ModelServer
 from pipeline.servers.ports import free_ports
+from pipeline.servers.specs import load_spec
 from pipeline.servers.triton.server import TritonServer
-from pipeline.spec.loading import load_spec
 from pipeline.spec.models import LoadedSpec
 from tests.support.cli import cli, latest_record
 from tests.support.specs import SHORT_RUN_ERROR_RATE

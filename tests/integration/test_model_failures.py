@@ -18,9 +18,9 @@ import pytest
 from pipeline import servers
 from pipeline.model.tensors import load_samples, take
 from pipeline.servers.base import ModelServer, send
+from pipeline.servers.specs import load_spec
 from pipeline.servers.torchserve.server import TorchServeServer
 from pipeline.servers.triton.server import TritonServer
-from pipeline.spec.loading import load_spec
 from pipeline.spec.models import LoadedSpec
 from tests.support.bad_models import BadModel, bad_model_spec, write_bad_model
 from tests.support.cli import cli, latest_record

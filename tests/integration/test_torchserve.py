@@ -13,8 +13,8 @@ import pytest
 
 from pipeline.errors import ServerError
 from pipeline.servers.ports import loopback_ports
+from pipeline.servers.specs import load_spec
 from pipeline.servers.torchserve.kind import TorchServeKind
-from pipeline.spec.loading import load_spec
 from tests.support.cli import cli, latest_record
 from tests.support.processes import TORCHSERVE, processes_under
 from tests.support.specs import TORCHSERVE_FAST_STAGES, torchserve_spec

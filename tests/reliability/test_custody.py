@@ -29,7 +29,7 @@ from pipeline.release.manifest import manifest_key
 from pipeline.release.store import open_store
 from pipeline.release.store.base import blob_key
 from pipeline.servers import serving
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from tests.support.custody import (
     NAME,
     Attack,

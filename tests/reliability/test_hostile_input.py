@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import SpecError
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from pipeline.spec.positions import parse_document
 from tests.reliability.conftest import Tally
 

@@ -13,7 +13,7 @@ from pipeline.release.identity import acting_identity, claimed_name, names_of
 from pipeline.release.pointers import read_pointer
 from pipeline.release.policy import promote_existing
 from pipeline.release.store.local import LocalStore
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from tests.support.policy import APPROVERS, NAME, audit, policy_store, sign_approval, staged
 
 

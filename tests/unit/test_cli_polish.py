@@ -59,12 +59,12 @@ def test_promote_help_names_the_required_environment() -> None:
 
 
 def test_the_example_spec_offers_every_server_kind() -> None:
-    from pipeline.spec.production_ports import PRODUCTION_PORTS
+    from pipeline.servers.kinds import KINDS
 
     text = (REPO / "serve.yaml.example").read_text()
     assert "not in this version" not in text
     kind_line = next(line for line in text.splitlines() if line.strip().startswith("kind:"))
-    assert all(kind in kind_line for kind in PRODUCTION_PORTS), kind_line
+    assert all(kind in kind_line for kind in KINDS), kind_line
 
 
 def test_a_rollback_keeps_its_note_in_the_event_the_audit_and_history(project: Path) -> None:

@@ -20,7 +20,7 @@ from pipeline.errors import UsageError
 from pipeline.report.sidebyside.html import render_sidebyside_html
 from pipeline.report.sidebyside.markdown import render_sidebyside_markdown
 from pipeline.report.sidebyside.terminal import render_sidebyside_terminal
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from tests.support.htmldom import parse_html
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -9,8 +9,7 @@ import jsonschema
 import pytest
 
 from pipeline.errors import SpecError
-from pipeline.spec.loading import load_spec
-from pipeline.spec.models import json_schema
+from pipeline.servers.specs import json_schema, load_spec
 from pipeline.spec.positions import parse_document
 
 REPO = Path(__file__).resolve().parents[2]

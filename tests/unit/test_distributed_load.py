@@ -28,7 +28,7 @@ from pipeline.preflight.load_workers import load_worker_checks
 from pipeline.record import RunRecord
 from pipeline.report.html import render_html
 from pipeline.report.markdown import render_markdown
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 
 DATA = Path(__file__).resolve().parent / "data"
 

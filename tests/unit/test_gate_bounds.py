@@ -13,7 +13,7 @@ from pipeline.gates.latency import client_limited, window_seconds
 from pipeline.gates.throughput import GATE as THROUGHPUT_GATE
 from pipeline.gates.throughput import span_rates, throughput_gate
 from pipeline.measure.load_result import LoadResult
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from pipeline.stage_result import Gate, StageResult, Status
 from pipeline.statistics.distributions import clopper_pearson, t_quantile, trials_to_bound_zero
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks import gpu_carry
+from pipeline.servers.specs import load_spec
 from pipeline.servers.triton.config import config_text, render_model_config
-from pipeline.spec.loading import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_SPEC = REPO / "examples" / "gpu" / "serve.yaml"

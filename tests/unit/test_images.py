@@ -7,12 +7,13 @@ import tarfile
 from pathlib import Path
 
 from pipeline.servers.docker.images import ImageDigests, torchserve_context, triton_context
+from pipeline.servers.specs import load_spec
 from pipeline.servers.torchserve.properties import render_properties
+from pipeline.servers.torchserve.spec import TORCHSERVE_SPEC
 from pipeline.servers.triton.config import write_model_repository
+from pipeline.servers.triton.spec import TRITON_SPEC
 from pipeline.servers.triton.tensorrt import trtexec_argv
-from pipeline.spec.loading import load_spec
 from pipeline.spec.models import Spec
-from pipeline.spec.production_ports import PRODUCTION_PORTS
 
 REPO = Path(__file__).resolve().parents[2]
 DIGESTS = ImageDigests("a" * 64, "b" * 64, "c" * 64, "sha256:" + "d" * 64)
@@ -39,7 +40,7 @@ def test_triton_gpu_image_with_a_native_backend(project: Path, tmp_path: Path) -
     config = repository.config_path.read_text()
     assert 'backend: "onnxruntime"' in config and "KIND_GPU" in config
     assert 'default_model_filename: "model.onnx"' in config and "parameters" not in config
-    context = triton_context(spec, repository.root, DIGESTS)
+    context = triton_context(spec, repository.root, DIGESTS, TRITON_SPEC.production_ports)
     lines = context.dockerfile.splitlines()
     assert lines[0] == "FROM nvcr.io/nvidia/tritonserver:24.08-py3"
     assert "USER 1000:1000" in lines
@@ -55,7 +56,8 @@ def test_triton_gpu_image_with_a_native_backend(project: Path, tmp_path: Path) -
         names = archive.getnames()
         assert names == sorted(names) and "Dockerfile" in names
         assert {member.mtime for member in archive.getmembers()} == {0}
-    assert context.tar() == triton_context(spec, repository.root, DIGESTS).tar()
+    assert context.tar() == triton_context(spec, repository.root, DIGESTS,
+                                           TRITON_SPEC.production_ports).tar()
 
 
 def test_triton_cpu_python_backend_image(project: Path, tmp_path: Path) -> None:
@@ -63,7 +65,7 @@ def test_triton_cpu_python_backend_image(project: Path, tmp_path: Path) -> None:
                      {"runtime: process": "runtime: docker"})
     repository = write_model_repository(spec, project / "examples/mlp/model.pt", None,
                                         tmp_path / "repo")
-    context = triton_context(spec, repository.root, DIGESTS)
+    context = triton_context(spec, repository.root, DIGESTS, TRITON_SPEC.production_ports)
     assert "--allow-gpu-metrics=false" in context.dockerfile
     assert "models/fraud-mlp/1/model.py" in context.files
     assert "models/fraud-mlp/1/model_runtime.py" in context.files
@@ -76,9 +78,10 @@ def test_torchserve_image_keeps_auth_and_loopback_management(project: Path,
                       "device: cpu": "device: gpu"})
     mar = tmp_path / "fraud-mlp.mar"
     mar.write_bytes(b"PK not really a zip")
-    config = render_properties(spec, PRODUCTION_PORTS["torchserve"], "model-store",
+    config = render_properties(spec, TORCHSERVE_SPEC.production_ports, "model-store",
                                loopback_only=False)
-    context = torchserve_context(spec, mar, config, DIGESTS)
+    context = torchserve_context(spec, mar, config, DIGESTS,
+                                 TORCHSERVE_SPEC.production_ports)
     assert context.dockerfile.startswith("FROM pytorch/torchserve:0.12.0-gpu\n")
     assert "USER 1000:1000" in context.dockerfile
     assert '"--foreground"' in context.dockerfile and '"--ncs"' in context.dockerfile

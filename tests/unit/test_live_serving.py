@@ -14,7 +14,7 @@ from pipeline.context import RunContext
 from pipeline.regression.live_serving import LiveUnservable, live_spec, serve_live
 from pipeline.release.store import open_store
 from pipeline.release.store.base import Store
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from pipeline.spec.models import LoadedSpec
 from pipeline.spec.stage_settings import RegressionStage
 from pipeline.stage_result import Status

@@ -18,7 +18,7 @@ from pipeline.gates.memory_growth import (
     requests_at,
     total_gate,
 )
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from pipeline.spec.units import ByteSize, parse_size
 from pipeline.stage_result import GateOutcome
 

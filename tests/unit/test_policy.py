@@ -16,7 +16,7 @@ from pipeline.release.standing import standing
 from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
 from pipeline.release.target_gates import review_gates
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from tests.support.policy import sign_approval, trust_rita
 from tests.support.recorded import recorded
 

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.errors import PipelineFailed
 from pipeline.preflight import Check, PreflightFailed, Scope, most_serious, run_checks
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ import pytest
 from pipeline.preflight import PreflightFailed, Scope, require_ready, run_checks
 from pipeline.preflight.extras import EXTRAS, missing_extras
 from pipeline.servers.kinds import KINDS
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 EVERYTHING = frozenset({"build", "start", "readiness", "parity", "latency", "saturation",

@@ -11,7 +11,7 @@ from pipeline.release.pointers import move_pointer, read_pointer
 from pipeline.release.policy import promote_existing
 from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from tests.support.policy import sign_approval, trust_rita
 from tests.support.recorded import recorded
 

@@ -11,7 +11,7 @@ from pipeline.release.dossier import release_dossier
 from pipeline.release.offline import approver_keys_by_environment
 from pipeline.release.pointers import move_pointer
 from pipeline.report.formats import render
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from tests.support.htmldom import parse_html
 from tests.support.policy import (
     COMMIT,

@@ -16,7 +16,7 @@ from pipeline.context import RunContext
 from pipeline.errors import StoreError, UsageError
 from pipeline.record import RunRecord
 from pipeline.runner import STAGES, run_pipeline, stages_to_run
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from pipeline.stage import Stage
 from pipeline.stage_result import RunStatus, StageResult, Status
 

@@ -13,9 +13,6 @@ from pipeline.servers.kinds import KINDS
 from .test_layout import REPO, module_files
 
 REGISTRY = "pipeline.servers.kinds"
-# The spec sits below the servers (the servers import it), so its rules about what each
-# kind can run still name the kinds; they are the one place left outside the kind folders.
-SPEC_FLOOR = "pipeline.spec"
 
 
 def kind_packages() -> set[str]:
@@ -78,9 +75,7 @@ def offences(source: str, module: str, classes: set[str]) -> list[str]:
     found = [f"{module}: imports {name}" for name in kind_imports(tree) if module != REGISTRY]
     found += [f"{module}:{node.lineno}: names {node.id}" for node in ast.walk(tree)
               if isinstance(node, ast.Name) and node.id in classes]
-    if not module.startswith(SPEC_FLOOR):
-        found += [f"{module}:{line}: compares a kind to a string"
-                  for line in kind_comparisons(tree)]
+    found += [f"{module}:{line}: compares a kind to a string" for line in kind_comparisons(tree)]
     return found
 
 

@@ -13,14 +13,13 @@ import pytest
 
 from pipeline.errors import ServerError
 from pipeline.servers.base import BuiltArtifact, ReadinessWords, wait_until_ready
+from pipeline.servers.kinds import KIND_SPECS, KINDS
 from pipeline.servers.ports import loopback_ports
+from pipeline.servers.specs import load_spec
 from pipeline.servers.torchserve.kind import TorchServeKind
 from pipeline.servers.torchserve.server import TorchServeServer
 from pipeline.servers.triton.kind import TritonKind
 from pipeline.servers.triton.server import TritonInstallation, TritonServer
-from pipeline.spec.loading import load_spec
-from pipeline.spec.models import TORCHSERVE_PORTS, TRITON_PORTS
-from pipeline.spec.production_ports import PRODUCTION_PORTS, port_names
 
 REPO = Path(__file__).resolve().parents[2]
 WORDS = ReadinessWords("tritonserver", "not ready", poll_s=0.001)
@@ -102,7 +101,10 @@ def test_loopback_ports_keep_the_wanted_ones_and_fill_the_rest() -> None:
     assert len(set(ports.values())) == len(ports)
 
 
-def test_one_port_table_names_every_kinds_ports() -> None:
-    assert TRITON_PORTS == TritonKind.port_names == port_names("triton")
-    assert TORCHSERVE_PORTS == TorchServeKind.port_names == port_names("torchserve")
-    assert dict(PRODUCTION_PORTS["triton"]) == {"http": 8000, "grpc": 8001, "metrics": 8002}
+def test_each_kind_names_its_ports_once_in_its_spec_facts() -> None:
+    assert TritonKind.port_names == KIND_SPECS["triton"].port_names == ("http", "grpc", "metrics")
+    assert TorchServeKind.port_names == KIND_SPECS["torchserve"].port_names
+    assert dict(KIND_SPECS["triton"].production_ports) == {"http": 8000, "grpc": 8001,
+                                                           "metrics": 8002}
+    assert all(kind.spec is KIND_SPECS[name] and kind.spec.name == name
+               for name, kind in KINDS.items())

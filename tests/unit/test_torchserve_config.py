@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.servers.specs import load_spec
 from pipeline.servers.torchserve.properties import (
     check_properties,
     parse_properties,
     render_properties,
 )
+from pipeline.servers.torchserve.spec import TORCHSERVE_SPEC
 from pipeline.servers.torchserve.stats import TorchServeStats
-from pipeline.spec.loading import load_spec
-from pipeline.spec.production_ports import PRODUCTION_PORTS
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS = """# TYPE ts_inference_requests_total counter
@@ -27,7 +27,7 @@ ServePipelineBatches{ModelName="m",Level="Model",BatchSize="4",Hostname="vm",} 5
 
 def test_properties_carry_the_spec_in_torchserves_units() -> None:
     spec = load_spec(REPO / "examples" / "torchserve" / "serve.yaml").spec
-    text = render_properties(spec, PRODUCTION_PORTS["torchserve"], "model-store",
+    text = render_properties(spec, TORCHSERVE_SPEC.production_ports, "model-store",
                              loopback_only=False)
     properties = parse_properties(text)
     assert properties["management_address"] == "http://127.0.0.1:8081"
@@ -41,7 +41,7 @@ def test_properties_carry_the_spec_in_torchserves_units() -> None:
     assert check_properties(text, spec) == []
     exposed = text.replace("management_address=http://127.0.0.1", "management_address=http://0.0.0.0")
     assert any("loopback" in p for p in check_properties(exposed, spec))
-    run = render_properties(spec, dict.fromkeys(PRODUCTION_PORTS["torchserve"], 1234), "/s",
+    run = render_properties(spec, dict.fromkeys(TORCHSERVE_SPEC.production_ports, 1234), "/s",
                             loopback_only=True)
     assert "0.0.0.0" not in run
 

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.servers.specs import load_spec
 from pipeline.servers.triton.config import (
     check_model_config,
     config_text,
     render_model_config,
     write_model_repository,
 )
-from pipeline.spec.loading import load_spec
 
 
 def test_rendered_config_carries_the_spec_in_tritons_units(project: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import SpecError
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from pipeline.tune.model import Observation, fit, predict
 from pipeline.tune.prune import shortlist
 from pipeline.tune.space import Config, build_space

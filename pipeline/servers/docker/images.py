@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.spec.models import Spec
-from pipeline.spec.production_ports import PRODUCTION_PORTS
 
 # NVIDIA's Triton image runs as triton-server (uid 1000) and TorchServe's as
 # model-server (uid 1000): a numeric user works on any base, named or not.
@@ -78,9 +77,10 @@ def _tree(root: Path, prefix: str) -> dict[str, bytes]:
             if path.is_file() and "__pycache__" not in path.parts}
 
 
-def triton_context(spec: Spec, repository: Path, digests: ImageDigests) -> BuildContext:
+def triton_context(spec: Spec, repository: Path, digests: ImageDigests,
+                   production_ports: Mapping[str, int]) -> BuildContext:
     """FROM the Triton base, the model repository at /models, started with the production
-    flags (the repository API off, strict readiness)."""
+    flags (the repository API off, strict readiness), exposing `production_ports`."""
     assert spec.server.image is not None and spec.server.image.base is not None
     labels = labels_for(spec, digests)
     gpu = "true" if spec.server.device == "gpu" else "false"
@@ -93,17 +93,18 @@ def triton_context(spec: Spec, repository: Path, digests: ImageDigests) -> Build
         _label_lines(labels),
         f"COPY --chown={SERVING_USER} models/ /models/",
         f"USER {SERVING_USER}",
-        f"EXPOSE {' '.join(str(p) for p in PRODUCTION_PORTS['triton'].values())}",
+        f"EXPOSE {' '.join(str(p) for p in production_ports.values())}",
         'ENTRYPOINT ["tritonserver"]',
         f"CMD {json.dumps(command)}",
     ]) + "\n"
     return BuildContext(dockerfile, _tree(repository, "models"), labels)
 
 
-def torchserve_context(spec: Spec, mar: Path, config_text: str,
-                       digests: ImageDigests) -> BuildContext:
+def torchserve_context(spec: Spec, mar: Path, config_text: str, digests: ImageDigests,
+                       production_ports: Mapping[str, int]) -> BuildContext:
     """FROM the TorchServe base, the .mar in its model store and the production
-    config.properties, started in the foreground with token auth on."""
+    config.properties, started in the foreground with token auth on, exposing
+    `production_ports`."""
     assert spec.server.image is not None and spec.server.image.base is not None
     labels = labels_for(spec, digests)
     command = ["torchserve", "--start", "--foreground", "--ncs", "--ts-config",
@@ -116,7 +117,7 @@ def torchserve_context(spec: Spec, mar: Path, config_text: str,
         f"COPY --chown={SERVING_USER} config.properties {TORCHSERVE_HOME}/config.properties",
         f"WORKDIR {TORCHSERVE_HOME}",
         f"USER {SERVING_USER}",
-        f"EXPOSE {' '.join(str(p) for p in PRODUCTION_PORTS['torchserve'].values())}",
+        f"EXPOSE {' '.join(str(p) for p in production_ports.values())}",
         f"CMD {json.dumps(command)}",
     ]) + "\n"
     # In the image the model store is the image's own folder.

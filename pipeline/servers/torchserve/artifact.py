@@ -18,12 +18,12 @@ from pipeline.servers.torchserve.properties import (
     render_properties,
     serve_spec,
 )
-from pipeline.spec import production_ports
+from pipeline.servers.torchserve.spec import TORCHSERVE_SPEC
 from pipeline.spec.models import LoadedSpec, Spec
 
 
 def production_config(spec: Spec) -> str:
-    ports = {**production_ports.PRODUCTION_PORTS["torchserve"], **spec.server.ports}
+    ports = {**TORCHSERVE_SPEC.production_ports, **spec.server.ports}
     return render_properties(spec, ports, "model-store", loopback_only=False)
 
 

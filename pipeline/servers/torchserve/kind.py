@@ -19,7 +19,7 @@ from pipeline.servers.docker.images import BuildContext, ImageDigests, torchserv
 from pipeline.servers.torchserve import checks
 from pipeline.servers.torchserve.artifact import build_archive, restore_archive
 from pipeline.servers.torchserve.server import TorchServeEndpoint, TorchServeServer
-from pipeline.spec import production_ports
+from pipeline.servers.torchserve.spec import TORCHSERVE_SPEC
 from pipeline.spec.models import LoadedSpec
 from pipeline.spec.units import ByteSize
 
@@ -29,8 +29,9 @@ TORCHSERVE_DELAYS_US = (1000, 2000, 5000, 10000)
 class TorchServeKind:
     """TorchServe: a .mar with a batching handler, and config.properties."""
 
-    name = "torchserve"
-    port_names = production_ports.port_names("torchserve")
+    spec = TORCHSERVE_SPEC
+    name = TORCHSERVE_SPEC.name
+    port_names = TORCHSERVE_SPEC.port_names
     # maxBatchDelay counts whole milliseconds; its counters add each request's time in
     # its batch.
     tuning = TuningTraits(delay_step_us=1000, default_delays_us=TORCHSERVE_DELAYS_US,
@@ -56,7 +57,8 @@ class TorchServeKind:
 
     def image_context(self, loaded: LoadedSpec, artifact: BuiltArtifact,
                       digests: ImageDigests) -> BuildContext:
-        return torchserve_context(loaded.spec, artifact.archive, artifact.config_text, digests)
+        return torchserve_context(loaded.spec, artifact.archive, artifact.config_text, digests,
+                                  TORCHSERVE_SPEC.production_ports)
 
     def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:
         return build_archive(loaded, model_file, destination)

@@ -9,8 +9,8 @@ import psutil
 
 from pipeline.servers.docker.engine import BuiltImage, DockerEngine
 from pipeline.servers.triton.server import TritonEndpoint, log_excerpt
+from pipeline.servers.triton.spec import TRITON_SPEC
 from pipeline.spec.models import LoadedSpec
-from pipeline.spec.production_ports import PRODUCTION_PORTS
 
 
 class ContainerTritonServer(TritonEndpoint):
@@ -25,7 +25,7 @@ class ContainerTritonServer(TritonEndpoint):
         self.container_name = name
         image_spec = self.spec.server.image
         assert image_spec is not None
-        inside = PRODUCTION_PORTS["triton"]
+        inside = TRITON_SPEC.production_ports
         self.container = engine.container(
             image.id, ports={inside[name]: port for name, port in self.ports.items()},
             shm_size=image_spec.shm_size, memory_limit=image_spec.memory_limit,

@@ -19,8 +19,8 @@ from pipeline.servers.triton import checks
 from pipeline.servers.triton.artifact import build_repository, restore_repository
 from pipeline.servers.triton.container import ContainerTritonServer
 from pipeline.servers.triton.server import TritonEndpoint, TritonInstallation, TritonServer
+from pipeline.servers.triton.spec import TRITON_SPEC
 from pipeline.servers.triton.tensorrt import build_engine
-from pipeline.spec import production_ports
 from pipeline.spec.models import LoadedSpec
 from pipeline.spec.units import ByteSize
 
@@ -30,8 +30,9 @@ TRITON_DELAYS_US = (0, 1000, 2000, 5000)
 class TritonKind:
     """Triton: a model repository built through Triton's ModelConfig protobuf."""
 
-    name = "triton"
-    port_names = production_ports.port_names("triton")
+    spec = TRITON_SPEC
+    name = TRITON_SPEC.name
+    port_names = TRITON_SPEC.port_names
     tuning = TuningTraits(delay_step_us=1, default_delays_us=TRITON_DELAYS_US,
                           has_preferred_batch_sizes=True, compute_per_request=False,
                           reconfigured_by="one tritonserver; configs loaded through its "
@@ -53,7 +54,8 @@ class TritonKind:
 
     def image_context(self, loaded: LoadedSpec, artifact: BuiltArtifact,
                       digests: ImageDigests) -> BuildContext:
-        return triton_context(loaded.spec, artifact.serve_root, digests)
+        return triton_context(loaded.spec, artifact.serve_root, digests,
+                              TRITON_SPEC.production_ports)
 
     def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:
         return build_repository(loaded, model_file, destination)

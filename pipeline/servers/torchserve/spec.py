@@ -1,0 +1,50 @@
+"""What the spec knows of TorchServe: its ports, what it can run and how it is measured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import MappingProxyType
+
+from pipeline.spec.kind_specs import KindSpec
+from pipeline.spec.models import Spec
+from pipeline.spec.positions import PositionedDocument
+from pipeline.spec.problems import Problem
+from pipeline.spec.rules import docker_backend_serves_format
+
+
+def runs_as_a_process(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+    if spec.server.runtime == "docker":
+        yield (("server", "runtime"), "runtime docker is available for Triton in this "
+               "version; TorchServe runs as a local process (its image can still be built "
+               "and published with server.image)")
+
+
+def no_backend(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+    if spec.server.backend != "python":
+        yield (("server", "backend"), "server.backend is Triton's; TorchServe runs the model "
+               "in its Python workers (leave it out)")
+
+
+def delay_in_milliseconds(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+    delay = spec.server.batching.max_queue_delay
+    if delay.exact_in("ms") is None:
+        yield (("server", "batching", "max_queue_delay"),
+               f"{delay} is not a whole number of milliseconds: "
+               "TorchServe's maxBatchDelay counts milliseconds, and rounding would change "
+               "the latency you measured")
+
+
+def load_over_http(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+    if spec.stages.latency.protocol == "grpc":
+        yield (("stages", "latency", "protocol"), "gRPC load is measured for Triton only; use "
+               "http with TorchServe")
+
+
+TORCHSERVE_SPEC = KindSpec(
+    name="torchserve",
+    production_ports=MappingProxyType({"inference": 8080, "management": 8081, "metrics": 8082,
+                                       "grpc_inference": 7070, "grpc_management": 7071}),
+    settings_rules=(runs_as_a_process, docker_backend_serves_format, no_backend,
+                    delay_in_milliseconds),
+    load_rules=(load_over_http,))
