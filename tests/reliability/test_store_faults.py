@@ -322,8 +322,8 @@ def test_promote_and_rollback_under_faults_keep_the_pointer_valid(
                 action = partial(rollback, faulty, NAME, "staging", None, f"op{step}")
             else:
                 target = releases[(releases.index(str(before.current)) + 1) % len(releases)]
-                action = partial(move_pointer, faulty, NAME, "staging", target, "promote",
-                                 f"op{step}")
+                action = partial(move_pointer, faulty, NAME, "staging", target,
+                                 PointerAction.PROMOTE, f"op{step}")
             outcome = attempt(tally, action)
             after, _ = read_pointer(direct, NAME, "staging")
             assert_chain(after, tally)

@@ -125,7 +125,7 @@ def iterate(store: Store, workdir: Path, tag: str, big_bytes: int, roll_back: bo
     say(f"promote {outcome.release_id}")
     if roll_back:
         event = rollback(store, NAME, ENVIRONMENT, None, BY).event
-        say(f"rollback {event['release_id']}")
+        say(f"rollback {event.release_id}")
 
 
 def main(argv: list[str] | None = None) -> int:
