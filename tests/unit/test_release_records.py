@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,25 @@ def test_every_pointer_and_its_events_are_written_back_byte_for_byte(store: Loca
             entry = stored(store, audit_key(NAME, environment, event))
             assert entry == canonical_json({**event.to_json(), "environment": environment,
                                             "name": NAME})
+
+
+def test_records_built_by_this_version_write_what_the_earlier_ones_wrote(
+        store: LocalStore) -> None:
+    """Without a shape (a record publish, a move or an approval builds now) the records
+    write the keys in the order the versions before them did."""
+    data = stored(store, f"releases/{NAME}/{SIGNED}.json")
+    read = Manifest.from_json(json.loads(data))
+    draft = replace(read, name="", release_id="", created_at=None, blobs=(), shape=None)
+    assert read.created_at is not None
+    published = draft.published(NAME, SIGNED, read.created_at, read.blobs)
+    assert json.dumps(published.to_json(), indent=2).encode() == data
+    for environment in ("staging", "production"):
+        pointer, _ = read_pointer(store, NAME, environment)
+        for event in pointer.events:
+            assert replace(event, shape=None).to_json() == event.to_json()
+    [found] = approval_keys(store, NAME, "production")
+    approval = Approval.from_json(json.loads(stored(store, found)))
+    assert canonical_json(replace(approval, shape=None).to_json()) == stored(store, found)
 
 
 def test_pointer_events_are_typed(store: LocalStore) -> None:
