@@ -45,6 +45,7 @@ from pipeline.release.manifest import (  # noqa: E402
     publish_release,
     utc_now,
 )
+from pipeline.release.manifest_record import Manifest  # noqa: E402
 from pipeline.release.pointers import read_pointer  # noqa: E402
 from pipeline.release.policy import promote_existing, rollback  # noqa: E402
 from pipeline.release.signing.approvals import write_approval  # noqa: E402
@@ -100,9 +101,10 @@ def release_of(store: S3Store, path: Path, digest: str, run_id: str,
                signer: FileSigner) -> str:
     """A release as publish writes one: the blob, its signed attestation, the manifest."""
     sources = [BlobSource("model_repository", path, None, digest)]
-    body = {"run_id": run_id, **recorded()}
-    sources.append(attestation_blob(NAME, sources, body, signer))
-    return publish_release(store, NAME, sources, body, utc_now()).release_id
+    draft = Manifest.from_json({"run_id": run_id, **recorded()})
+    attestation, draft = attestation_blob(NAME, sources, draft, signer)
+    sources.append(attestation)
+    return publish_release(store, NAME, sources, draft, utc_now()).release_id
 
 
 def approve(store: S3Store, environment: str, release_id: str, approver: FileSigner) -> None:
@@ -161,9 +163,9 @@ def main() -> None:
                   "(goal >= 0.9; best of 2 each, alternated)")
 
             source = BlobSource("model_repository", big, None, big_digest)
-            body = {"run_id": "again", **recorded()}
-            again = publish_release(store, NAME, [source, attestation_blob(
-                NAME, [source], body, signer)], body, utc_now())
+            attestation, draft = attestation_blob(
+                NAME, [source], Manifest.from_json({"run_id": "again", **recorded()}), signer)
+            again = publish_release(store, NAME, [source, attestation], draft, utc_now())
             print(f"publish the unchanged model again: {again.uploaded_bytes} blob bytes "
                   f"uploaded (goal: the new attestation only, a few KB), "
                   f"{again.skipped_blobs} blob(s) skipped")

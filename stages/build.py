@@ -30,22 +30,23 @@ def _restore(ctx: RunContext) -> BuiltArtifact:
     assert ctx.promotion is not None
     manifest = ctx.promotion.manifest
     spec = ctx.loaded.spec
-    if manifest.get("server", {}).get("kind") != spec.server.kind:
+    if manifest.server_kind != spec.server.kind:
         raise PipelineError(f"release {ctx.promotion.release_id} was built for "
-                            f"{manifest.get('server', {}).get('kind')}, the spec says "
-                            f"{spec.server.kind}")
+                            f"{manifest.server_kind}, the spec says {spec.server.kind}")
+    digest, model_digest = manifest.artifact_sha256, manifest.model_sha256
+    if digest is None or model_digest is None:
+        raise PipelineError(f"release {ctx.promotion.release_id}: its manifest names no "
+                            "artifact or model digest")
     store = store_for(ctx.loaded)
     folder = ctx.run_dir / "release"
     folder.mkdir()
     archive = folder / "artifact"
-    store.fetch_blob(manifest["artifact"]["sha256"], archive)
-    model = manifest["model"]
-    model_file = folder / ("model" + Path(str(model.get("source", ""))).suffix)
-    store.fetch_blob(model["sha256"], model_file)
-    ctx.model_source = ResolvedSource(model_file, str(model.get("source")),
-                                      dict(model.get("provenance") or {}))
-    return server_kind(spec.server.kind).restore(ctx.loaded, archive,
-                                                 manifest["artifact"]["sha256"], model_file,
+    store.fetch_blob(digest, archive)
+    model_file = folder / ("model" + Path(manifest.model_source).suffix)
+    store.fetch_blob(model_digest, model_file)
+    ctx.model_source = ResolvedSource(model_file, manifest.model_source,
+                                      dict((manifest.model or {}).get("provenance") or {}))
+    return server_kind(spec.server.kind).restore(ctx.loaded, archive, digest, model_file,
                                                  ctx.run_dir)
 
 

@@ -10,7 +10,8 @@ from pipeline.outcomes.publish import UploadOutcome
 from pipeline.provenance import git_state
 from pipeline.record import RunRecord, ServerInfo
 from pipeline.release.identity import acting_identity
-from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.manifest import BlobSource, Manifest, publish_release, utc_now
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.policy import Decision, commit
 from pipeline.release.regression import (
     fallbacks_used,
@@ -29,27 +30,26 @@ USES_SERVER = False
 RECORDED_BASIS = "against a recorded run of another day"
 
 
-def manifest_body(ctx: RunContext) -> dict[str, Any]:
+def manifest_draft(ctx: RunContext, image: dict[str, Any] | None,
+                   creator: dict[str, Any]) -> Manifest:
+    """The manifest to be: everything but its name, id, date, blobs and attestation."""
     spec = ctx.loaded.spec
     build = ctx.require_build()
-    return {
-        "run_id": ctx.run_id,
-        "created_by": ctx.actor,
-        "verified_in": ctx.loaded.environment,
-        "spec_digest": ctx.loaded.digest,
-        "server": {"kind": spec.server.kind, "runtime": spec.server.runtime,
-                   "backend": spec.server.backend, "device": spec.server.device},
-        "model": {"source": spec.model.source.describe(), "format": spec.model.format,
-                  "sha256": build.model_digest,
-                  "provenance": ctx.model_source.provenance if ctx.model_source else None},
-        "artifact": {"kind": build.kind, "sha256": build.digest},
-        "config": {"file": build.config_name, "sha256": build.config_digest},
-        "image": None,
-        "git": git_state(ctx.loaded.workspace),
-        "gates": [{"stage": r.name, **gate.__dict__} for r in ctx.results for gate in r.gates],
-        "stages": {r.name: {"status": r.status.value, "metrics": r.metrics}
-                   for r in ctx.results},
-    }
+    return Manifest(
+        run_id=ctx.run_id, created_by=ctx.actor, verified_in=ctx.loaded.environment,
+        spec_digest=ctx.loaded.digest,
+        server={"kind": spec.server.kind, "runtime": spec.server.runtime,
+                "backend": spec.server.backend, "device": spec.server.device},
+        model={"source": spec.model.source.describe(), "format": spec.model.format,
+               "sha256": build.model_digest,
+               "provenance": ctx.model_source.provenance if ctx.model_source else None},
+        artifact={"kind": build.kind, "sha256": build.digest},
+        config={"file": build.config_name, "sha256": build.config_digest},
+        image=image, git=git_state(ctx.loaded.workspace),
+        gates=tuple({"stage": r.name, **gate.__dict__} for r in ctx.results
+                    for gate in r.gates),
+        stages={r.name: {"status": r.status.value, "metrics": r.metrics} for r in ctx.results},
+        created_by_actor=creator)
 
 
 def _push_image(ctx: RunContext) -> dict[str, Any] | None:
@@ -76,11 +76,11 @@ def _promote_verified(ctx: RunContext) -> StageResult:
     moved = commit(store, ctx.loaded.spec.name, ctx.promotion, ctx.actor, f"from {source}",
                    run_id=ctx.run_id, actor=acting_identity(ctx.env, store))
     ctx.release_id = ctx.promotion.release_id
-    previous = moved.event["previous_release_id"] or "nothing"
+    previous = moved.event.previous_release_id or "nothing"
     message = (f"re-verified release {ctx.release_id}; {ctx.promote_to} now points at it "
                f"(was {previous})")
     return StageResult(NAME, Status.PASSED, message + "".join(f"; {w}" for w in moved.warnings),
-                       details={"store": store.url, "event": moved.event,
+                       details={"store": store.url, "event": moved.event.to_json(),
                                 "release_id": ctx.release_id,
                                 "warnings": list(moved.warnings)})
 
@@ -143,34 +143,33 @@ def run(ctx: RunContext) -> StageResult:
         BlobSource("spec", None, spec_bytes, sha256_bytes(spec_bytes)),
         BlobSource("verification", None, verification, sha256_bytes(verification)),
     ]
-    body = manifest_body(ctx)
     identity = acting_identity(ctx.env, store)
-    body["created_by_actor"] = identity
-    body["image"] = _push_image(ctx)
-    files.append(attestation_blob(spec.name, files, body, release_signer(ctx.env)))
+    draft = manifest_draft(ctx, _push_image(ctx), identity)
+    attestation, draft = attestation_blob(spec.name, files, draft, release_signer(ctx.env))
+    files.append(attestation)
     def uploaded(done: int, total: int) -> None:
         ctx.progress(NAME, done, total, f"{done / 2**20:.1f} of {total / 2**20:.1f} MiB in "
                      f"{len(files)} blobs to {store.url}")
 
     uploaded(0, 1)
-    outcome = publish_release(store, spec.name, files, body, utc_now(), progress=uploaded)
+    outcome = publish_release(store, spec.name, files, draft, utc_now(), progress=uploaded)
     ctx.release_id = outcome.release_id
     details: dict[str, Any] = {"store": store.url, "release_id": outcome.release_id,
                                **comparison}
-    signed = body["attestation"]["signed"]
+    signed = (outcome.manifest.attestation or {}).get("signed")
     message = (f"release {outcome.release_id}: {outcome.uploaded_blobs} blobs uploaded "
                f"({outcome.uploaded_bytes / 1024:.0f} KiB), {outcome.skipped_blobs} already "
                f"present; attestation {'signed' if signed else 'UNSIGNED (no signing key)'}")
     if ctx.promote_to is not None:
         # The approval is part of the move: recorded only if the pointer moves.
-        decision = Decision("promote", ctx.promote_to, outcome.release_id, outcome.manifest,
-                            [ctx.approved_by] if ctx.approved_by else [],
+        decision = Decision(PointerAction.PROMOTE, ctx.promote_to, outcome.release_id,
+                            outcome.manifest, [ctx.approved_by] if ctx.approved_by else [],
                             (f"{ctx.promote_to}'s gates measured by this run",))
         moved = commit(store, spec.name, decision, ctx.actor, run_id=ctx.run_id,
                        actor=identity)
-        details["event"] = moved.event
+        details["event"] = moved.event.to_json()
         details["warnings"] = list(moved.warnings)
-        previous = moved.event["previous_release_id"] or "nothing"
+        previous = moved.event.previous_release_id or "nothing"
         message += f"; {ctx.promote_to} now points at it (was {previous})"
         message += "".join(f"; {warning}" for warning in moved.warnings)
     unavailable = comparison.get("comparison", {}).get("unavailable")

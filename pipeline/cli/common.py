@@ -47,14 +47,15 @@ def acting(store: Store) -> dict[str, Any]:
 def print_move(environment: str, moved: Moved) -> None:
     """A pointer move that happened: the move on stdout, what went wrong after it (the
     audit entry) as warnings on stderr; the command still succeeds."""
+    from pipeline.release.pointer_event import PointerAction
     event = moved.event
-    change = f"{environment}: {event['previous_release_id'] or 'nothing'} → {event['release_id']}"
-    if event["action"] == "rollback":
-        out().print(f"{change} (rollback by {event['by']})")
+    change = f"{environment}: {event.previous_release_id or 'nothing'} → {event.release_id}"
+    if event.action is PointerAction.ROLLBACK:
+        out().print(f"{change} (rollback by {event.by})")
     else:
-        approvers = ", ".join(event.get("approved_by") or []) or "not required"
-        out().print(f"{change} (by {event['by']}; approved: {approvers})")
-        out().print(f"release {event['release_id']}")
+        approvers = ", ".join(event.approved_by or ()) or "not required"
+        out().print(f"{change} (by {event.by}; approved: {approvers})")
+        out().print(f"release {event.release_id}")
     from rich.console import Console
 
     warn = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -65,7 +65,7 @@ def find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:
     except UsageError:
         raise UsageError(f"{identifier}: neither a run under {runs_dir(loaded.workspace)} nor "
                          f"a release of '{loaded.spec.name}' in {store.url}") from None
-    run_id = manifest.get("run_id", "")
+    run_id = manifest.run_id or ""
     if (runs_dir(loaded.workspace) / run_id / "record.json").is_file():
         return load_run_record(loaded.workspace, run_id)
     if verification_blob(manifest) is None:

@@ -60,8 +60,8 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
     entry = approve_release(store, loaded, release_id, env, signer, actor_name(by), identity,
                             note)
     verified = "verified" if identity.get("verified") else "unverified"
-    out().print(f"approved {release_id} for {env} by {entry['by']} ({verified} identity) at "
-              f"{entry['at']}, signed with {signer.keyid[:19]}")
+    out().print(f"approved {release_id} for {env} by {entry.by} ({verified} identity) at "
+               f"{entry.at}, signed with {signer.keyid[:19]}")
 
 
 def rollback_command(environment: str, file: SpecFile = DEFAULT_SPEC,
@@ -98,7 +98,7 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
     pointer, _ = read_pointer(store, loaded.spec.name, environment)
     if output == "json":
         body = {"environment": environment, "current": pointer.current,
-                "events": pointer.events}
+                "events": [event.to_json() for event in pointer.events]}
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
         return
     from rich.table import Table
@@ -110,11 +110,10 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
                    "note"):
         table.add_column(column)
     for event in pointer.events:
-        table.add_row(event["at"], event["action"], event["release_id"],
-                      event.get("previous_release_id") or "-", event["by"],
-                      str((event.get("actor") or {}).get("user") or "-"),
-                      ", ".join(event.get("approved_by") or []) or "-",
-                      Text(str(event.get("note") or "-")))
+        table.add_row(event.at, event.action.value, event.release_id,
+                      event.previous_release_id or "-", event.by,
+                      str((event.actor or {}).get("user") or "-"),
+                      ", ".join(event.approved_by or ()) or "-", Text(event.note or "-"))
     out().print(table)
 
 

@@ -108,8 +108,7 @@ def promote(environment: Annotated[str, typer.Argument(help="Target environment.
             _execute(file, environment, environment, by, "promote", promotion=decision,
                      ray_address=ray_address)
             return
-        source = ", ".join(loaded.policy.requires) or \
-            decision.manifest.get("verified_in") or "a run"
+        source = ", ".join(loaded.policy.requires) or decision.manifest.verified_in or "a run"
         moved = commit(store, loaded.spec.name, decision, actor_name(by),
                        note or f"from {source}", actor=acting(store))
         print_move(environment, moved)

@@ -46,7 +46,7 @@ def promotion_checks(store: Store, loaded: LoadedSpec, environment: str,
 
     def blobs() -> str:
         check_intact(store, release_id, manifest, "promoted")
-        return f"{len(manifest.get('blobs', []))} blobs intact"
+        return f"{len(manifest.blobs)} blobs intact"
 
     def gates() -> str:
         checked, notes = check_gates(loaded, environment, release_id, manifest)

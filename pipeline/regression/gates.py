@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pipeline.regression.outcome import GATE_OUTCOME
 from pipeline.regression.paired import ERROR_RATE, RATIO_METRICS, MetricVerdict, PairedVerdict
+from pipeline.release.manifest_record import Manifest
 from pipeline.servers.base import BuiltArtifact
 from pipeline.stage_result import Gate, GateOutcome
 
@@ -47,9 +45,7 @@ def verdict_gates(verdict: PairedVerdict, error_rate_allowance: float) -> list[G
     return [metric_gate(metric, error_rate_allowance) for metric in verdict.metrics]
 
 
-def same_bytes(build: BuiltArtifact, manifest: Mapping[str, Any]) -> dict[str, bool]:
+def same_bytes(build: BuiltArtifact, manifest: Manifest) -> dict[str, bool]:
     """Whether the candidate's model and config digests equal the live release's."""
-    model = manifest.get("model") or {}
-    config = manifest.get("config") or {}
-    return {"model": model.get("sha256") == build.model_digest,
-            "config": config.get("sha256") == build.config_digest}
+    return {"model": manifest.model_sha256 == build.model_digest,
+            "config": manifest.config_sha256 == build.config_digest}

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from pipeline.context import RunContext
 from pipeline.errors import PipelineError
-from pipeline.release.manifest import verify_release
+from pipeline.release.manifest import Manifest, verify_release
 from pipeline.release.store.base import Store
 from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact, ModelServer
@@ -40,14 +39,14 @@ class ServedLive:
     cold_start_s: float
 
 
-def _blob(manifest: dict[str, Any], role: str) -> str:
-    for blob in manifest.get("blobs") or []:
-        if isinstance(blob, dict) and blob.get("role") == role:
-            return str(blob["digest"])
-    raise LiveUnservable(f"its manifest names no {role} blob")
+def _blob(manifest: Manifest, role: str) -> str:
+    blob = manifest.blob(role)
+    if blob is None:
+        raise LiveUnservable(f"its manifest names no {role} blob")
+    return blob.digest
 
 
-def live_spec(store: Store, manifest: dict[str, Any], candidate: LoadedSpec) -> LoadedSpec:
+def live_spec(store: Store, manifest: Manifest, candidate: LoadedSpec) -> LoadedSpec:
     """The spec the live release was verified with (its own batching, instances, config),
     resolved against this workspace."""
     try:
@@ -61,19 +60,21 @@ def live_spec(store: Store, manifest: dict[str, Any], candidate: LoadedSpec) -> 
                       candidate.workspace, ())
 
 
-def _restored(store: Store, manifest: dict[str, Any], loaded: LoadedSpec,
+def _restored(store: Store, manifest: Manifest, loaded: LoadedSpec,
               folder: Path) -> BuiltArtifact:
     problems = verify_release(store, manifest)
     if problems:
         raise LiveUnservable("integrity check failed: " + "; ".join(problems))
-    archive, digest = folder / "artifact", str(manifest["artifact"]["sha256"])
+    digest, model_digest = manifest.artifact_sha256, manifest.model_sha256
+    if digest is None or model_digest is None:
+        raise LiveUnservable("its manifest names no artifact or model digest")
+    archive = folder / "artifact"
     store.fetch_blob(digest, archive)
-    model = manifest["model"]
-    model_file = folder / ("model" + Path(str(model.get("source", ""))).suffix)
-    store.fetch_blob(str(model["sha256"]), model_file)
+    model_file = folder / ("model" + Path(manifest.model_source).suffix)
+    store.fetch_blob(model_digest, model_file)
     artifact = server_kind(loaded.spec.server.kind).restore(loaded, archive, digest,
                                                             model_file, folder)
-    recorded = (manifest.get("config") or {}).get("sha256")
+    recorded = manifest.config_sha256
     if artifact.config_digest != recorded:
         raise LiveUnservable(f"its {artifact.config_name} renders to sha256 "
                              f"{artifact.config_digest[:12]}, the release recorded "
@@ -81,10 +82,10 @@ def _restored(store: Store, manifest: dict[str, Any], loaded: LoadedSpec,
     return artifact
 
 
-def serve_live(ctx: RunContext, store: Store, manifest: dict[str, Any]) -> ServedLive:
+def serve_live(ctx: RunContext, store: Store, manifest: Manifest) -> ServedLive:
     """Start the live release beside the candidate; stopped when the run's resources
     close. LiveUnservable says why it could not be."""
-    release_id = str(manifest.get("release_id"))
+    release_id = manifest.release_id
     loaded = live_spec(store, manifest, ctx.loaded)
     server_spec = loaded.spec.server
     if server_spec.runtime != "process":

@@ -14,6 +14,7 @@ from pipeline.errors import PolicyError
 from pipeline.release.chain import approval_rules, check_attestation, trusted_keys
 from pipeline.release.manifest import manifest_digest, read_manifest
 from pipeline.release.pointers import read_pointer
+from pipeline.release.signing.approval_record import Approval
 from pipeline.release.signing.approvals import write_approval
 from pipeline.release.signing.dsse import Signer
 from pipeline.release.store.base import Store
@@ -22,7 +23,7 @@ from pipeline.spec.models import LoadedSpec
 
 def approve_release(store: Store, loaded: LoadedSpec, release_id: str, environment: str,
                     signer: Signer, by: str, identity: Mapping[str, Any],
-                    note: str = "") -> dict[str, Any]:
+                    note: str = "") -> Approval:
     name = loaded.spec.name
     where = f"environments/{environment}.yaml"
     manifest = read_manifest(store, name, release_id)

@@ -21,12 +21,11 @@ def release_rows(store: Store, name: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for release_id in list_releases(store, name):
         manifest = read_manifest(store, name, release_id)
-        gates = manifest.get("gates", [])
-        rows.append({"release_id": release_id, "created_at": manifest.get("created_at"),
-                     "created_by": manifest.get("created_by"),
-                     "verified_in": manifest.get("verified_in"),
-                     "model_sha256": manifest.get("model", {}).get("sha256"),
-                     "config_sha256": (manifest.get("config") or {}).get("sha256"),
+        gates = manifest.gates
+        rows.append({"release_id": release_id, "created_at": manifest.created_at,
+                     "created_by": manifest.created_by, "verified_in": manifest.verified_in,
+                     "model_sha256": manifest.model_sha256,
+                     "config_sha256": manifest.config_sha256,
                      "gates_passed": sum(1 for g in gates if g.get("passed")),
                      "gates": len(gates), "current_in": sorted(current.get(release_id, []))})
     return rows

@@ -7,13 +7,12 @@ checks with public keys only, reporting every problem instead of stopping at the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.errors import PolicyError, StoreError, UsageError
-from pipeline.release.manifest import manifest_digest, read_manifest
+from pipeline.release.manifest import Manifest, manifest_digest, read_manifest
 from pipeline.release.pointers import read_pointer
 from pipeline.release.signing.approvals import (
     ApprovalCheck,
@@ -21,6 +20,7 @@ from pipeline.release.signing.approvals import (
     approval_keys,
     environment_head,
     judge,
+    read_approval,
     signed_predicate,
 )
 from pipeline.release.signing.attestation import (
@@ -82,7 +82,7 @@ def trusted_keys(specs: Sequence[TrustedKeySpec], loaded: LoadedSpec, where: str
 
 
 def _creator_identities(envelope: Envelope, body: Mapping[str, Any] | None,
-                        manifest: Mapping[str, Any], signer: TrustedKey | None
+                        manifest: Manifest, signer: TrustedKey | None
                         ) -> frozenset[str]:
     """Every identity the creator may hold: the keys that signed (a keyid hint counts too,
     which only ever excludes more approvals), the signer's owner, and a verified identity
@@ -93,31 +93,31 @@ def _creator_identities(envelope: Envelope, body: Mapping[str, Any] | None,
         if signer.owner:
             names.add(signer.owner)
     creator = (body or {}).get("predicate", {}).get("creator") if signer else None
-    creator = creator or manifest.get("created_by_actor") or {}
+    creator = creator or manifest.creator
     if isinstance(creator, Mapping) and creator.get("verified"):
         names |= {str(v) for v in creator.get("verified_identities") or []}
     return frozenset(names)
 
 
-def check_attestation(store: Store, manifest: Mapping[str, Any], keys: Sequence[TrustedKey],
+def check_attestation(store: Store, manifest: Manifest, keys: Sequence[TrustedKey],
                       where: str) -> AttestationCheck:
     """The attestation's blob, envelope, statement, subjects and signature (against
     `keys`); problems are listed, nothing is raised."""
-    summary = manifest.get("attestation")
-    if not isinstance(summary, Mapping) or not isinstance(summary.get("digest"), str):
+    digest = manifest.attestation_digest
+    if manifest.attestation is None or digest is None:
         return AttestationCheck(False, False, None, (), _creator_identities(
             Envelope("", b"", ()), None, manifest, None))
     try:
-        envelope = Envelope.from_bytes(read_verified(store, summary["digest"]))
+        envelope = Envelope.from_bytes(read_verified(store, digest))
         body = parse_statement(envelope, RELEASE_PREDICATE)
     except (StoreError, EnvelopeError, ValueError) as exc:
         return AttestationCheck(True, False, None, (f"attestation: {exc}",), frozenset())
     problems = [f"manifest does not match its attestation: {m}"
                 for m in mismatches(manifest, body)]
-    if ATTESTATION_ROLE not in {b.get("role") for b in manifest.get("blobs", [])}:
+    if manifest.blob(ATTESTATION_ROLE) is None:
         problems.append("the attestation is not among the manifest's blobs")
     signers = verified_by(envelope, keys) if envelope.signatures else []
-    if bool(envelope.signatures) != bool(summary.get("signed")):
+    if bool(envelope.signatures) != bool(manifest.attestation.get("signed")):
         problems.append("the manifest and the attestation disagree on whether it is signed")
     if envelope.signatures and keys and not signers:
         hinted = {s.keyid for s in envelope.signatures} & {k.keyid for k in keys}
@@ -193,11 +193,8 @@ def approval_environment(key: str) -> str:
 def _about(store: Store, key: str, release_id: str) -> bool:
     """Whether a stored approval claims to be about `release_id` (an unreadable one may
     be: it is judged too)."""
-    try:
-        entry = json.loads(store.read(key) or b"")
-    except ValueError:
-        return True
-    return not isinstance(entry, dict) or entry.get("release_id") in (release_id, None)
+    entry = read_approval(store.read(key))
+    return isinstance(entry, str) or entry.release_id in (release_id, None)
 
 
 def verify_offline(store: Store, name: str, release_id: str,
@@ -209,8 +206,8 @@ def verify_offline(store: Store, name: str, release_id: str,
     release."""
     manifest = read_manifest(store, name, release_id)
     digest = manifest_digest(store, name, release_id)
-    problems = [f"{blob.get('role')}: {problem}" for blob in manifest.get("blobs", [])
-                if (problem := store.verify_blob(str(blob.get("digest"))))]
+    problems = [f"{blob.role}: {problem}" for blob in manifest.blobs
+                if (problem := store.verify_blob(blob.digest))]
     attestation = check_attestation(store, manifest, attestation_keys, "the trusted keys")
     problems += attestation.problems
     if not attestation.present or not attestation.signed:
@@ -245,12 +242,12 @@ def unsigned_approvals(store: Store, keys_for: Callable[[str], Sequence[TrustedK
         environment = approval_environment(key)
         rules = ApprovalRules(environment, keys_for(environment),
                               where=f"environments/{environment}.yaml")
-        predicate, _, reason = signed_predicate(store.read(key), rules)
-        if reason is not None:
-            problems.append(f"{key}: approval does not count: {reason}")
-        elif predicate is not None and predicate.get("environment") != environment:
+        signed = signed_predicate(store.read(key), rules)
+        if isinstance(signed, str):
+            problems.append(f"{key}: approval does not count: {signed}")
+        elif signed.predicate.environment != environment:
             problems.append(f"{key}: approval does not count: is for environment "
-                            f"{predicate.get('environment')}")
+                            f"{signed.predicate.environment}")
     return problems
 
 

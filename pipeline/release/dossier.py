@@ -10,16 +10,20 @@ verifies nothing it has not re-checked: a blob is read through the store's verif
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.errors import PipelineError
 from pipeline.release.chain import approval_environment, check_attestation
-from pipeline.release.manifest import manifest_digest, read_manifest
+from pipeline.release.manifest import Manifest, manifest_digest, read_manifest
 from pipeline.release.pointers import Pointer, read_pointer
-from pipeline.release.signing.approvals import ApprovalRules, approval_keys, judge
+from pipeline.release.signing.approvals import (
+    ApprovalRules,
+    approval_keys,
+    judge,
+    read_approval,
+)
 from pipeline.release.signing.keys import TrustedKey
 from pipeline.release.store.base import Store, read_verified
 
@@ -85,7 +89,7 @@ def release_dossier(store: Store, name: str, release_id: str, environment: str |
     pointers = _pointers(store, name)
     moves = tuple(_moves(pointers, release_id))
     promoted = [move.environment for move in moves if move.action == "promote"]
-    target = environment or (promoted[-1] if promoted else manifest.get("verified_in"))
+    target = environment or (promoted[-1] if promoted else manifest.verified_in)
     live_id = _live_id(pointers.get(str(target)), release_id) if target else None
     release = _side(store, release_id, manifest)
     live = _side(store, live_id, read_manifest(store, name, live_id)) if live_id else None
@@ -94,9 +98,8 @@ def release_dossier(store: Store, name: str, release_id: str, environment: str |
         (release.config_text or "").splitlines(),
         f"{live_id}/{live.config_file}" if live else "(nothing live)",
         f"{release_id}/{release.config_file}", lineterm="")) if live else ()
-    git = manifest.get("git")
     return ReleaseDossier(release_id, str(target) if target else None, release, live,
-                          git if isinstance(git, Mapping) else None,
+                          manifest.git,
                           tuple(_approvals(store, name, release_id, manifest, approver_keys)),
                           moves, diff)
 
@@ -114,67 +117,55 @@ def _live_id(pointer: Pointer | None, release_id: str) -> str | None:
         return None
     if pointer.current != release_id:
         return pointer.current
-    last: dict[str, Any] = next(
-        (e for e in reversed(pointer.events) if e.get("release_id") == release_id), {})
-    previous = last.get("previous_release_id")
-    return str(previous) if previous else None
+    last = pointer.last_move_onto(release_id)
+    return last.previous_release_id if last is not None and last.previous_release_id else None
 
 
 def _moves(pointers: Mapping[str, Pointer], release_id: str) -> list[MoveRow]:
     rows = []
     for environment, pointer in pointers.items():
         for event in pointer.events:
-            mine = event.get("release_id") == release_id
-            away = event.get("action") == "rollback" and \
-                event.get("previous_release_id") == release_id
-            if mine or away:
-                rows.append(MoveRow(environment, str(event.get("action")),
-                                    str(event.get("at")), str(event.get("by")),
-                                    event.get("previous_release_id"),
-                                    tuple(event.get("approved_by") or ()),
-                                    str(event.get("note") or ""), withdrawn=away))
+            away = event.withdraws(release_id)
+            if event.release_id == release_id or away:
+                rows.append(MoveRow(environment, event.action.value, event.at, event.by,
+                                    event.previous_release_id, event.approved_by or (),
+                                    event.note or "", withdrawn=away))
     return sorted(rows, key=lambda row: row.at)
 
 
-def _side(store: Store, release_id: str, manifest: Mapping[str, Any]) -> ReleaseSide:
-    config = manifest.get("config") or {}
-    model = manifest.get("model") or {}
-    image = manifest.get("image") or {}
-    digest = config.get("sha256")
+def _side(store: Store, release_id: str, manifest: Manifest) -> ReleaseSide:
+    image = manifest.image or {}
+    digest = manifest.config_sha256
     text, problem = None, None
-    if isinstance(digest, str):
+    if digest is not None:
         try:
             text = read_verified(store, digest).decode("utf-8")
         except (PipelineError, UnicodeDecodeError) as error:
             problem = f"config blob {digest[:12]}: {error}"
     else:
         problem = "the manifest names no config blob"
-    shown_image = image.get("reference") or image.get("digest") or image.get("id") \
-        if isinstance(image, Mapping) else None
-    return ReleaseSide(release_id, model.get("sha256"), config.get("file"), digest,
+    shown_image = image.get("reference") or image.get("digest") or image.get("id")
+    return ReleaseSide(release_id, manifest.model_sha256, manifest.config_file, digest,
                        str(shown_image) if shown_image else None, text, problem)
 
 
-def _approvals(store: Store, name: str, release_id: str, manifest: Mapping[str, Any],
+def _approvals(store: Store, name: str, release_id: str, manifest: Manifest,
                keys: Mapping[str, Sequence[TrustedKey]]) -> list[ApprovalRow]:
     digest = manifest_digest(store, name, release_id)
     creators = check_attestation(store, manifest, [], "").creators
     rows = []
     for key in approval_keys(store, name):
         data = store.read(key)
-        try:
-            entry = json.loads(data or b"")
-        except ValueError:
-            continue
-        if not isinstance(entry, dict) or entry.get("release_id") != release_id:
+        entry = read_approval(data)
+        if isinstance(entry, str) or entry.release_id != release_id:
             continue
         environment = approval_environment(key)
         rules = ApprovalRules(environment, keys.get(environment, []),
                               where=f"environments/{environment}.yaml")
         check = judge(key, data, rules, (name, release_id, digest), None, creators)
-        rows.append(ApprovalRow(environment, str(entry.get("by")), str(entry.get("at")),
-                                check.approver, _identity(entry.get("actor")), check.counts,
-                                check.reason, str(entry.get("note") or "")))
+        rows.append(ApprovalRow(environment, str(entry.by), str(entry.at), check.approver,
+                                _identity(entry.actor), check.counts, check.reason,
+                                entry.note or ""))
     return rows
 
 

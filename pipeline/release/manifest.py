@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from pipeline.digest import sha256_bytes
 from pipeline.errors import StoreError, UsageError
 from pipeline.record import RunRecord, ServerInfo
+from pipeline.release.manifest_record import (
+    MANIFEST_SCHEMA,
+    VERIFICATION_ROLE,
+    BlobRef,
+    Manifest,
+)
 from pipeline.release.store.base import Store
 
-MANIFEST_SCHEMA = 1
-VERIFICATION_ROLE = "verification"
-
+__all__ = ["MANIFEST_SCHEMA", "VERIFICATION_ROLE", "BlobRef", "Manifest"]
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
@@ -36,23 +39,9 @@ def new_release_id(moment: datetime, seed: str) -> str:
 
 
 @dataclass(frozen=True)
-class BlobRef:
-    role: str
-    digest: str
-    size: int
-    stored: dict[str, str] | None = None   # the store's own checksum, ETag, version
-
-    def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"role": self.role, "digest": self.digest, "size": self.size}
-        if self.stored is not None:
-            body["stored"] = self.stored
-        return body
-
-
-@dataclass(frozen=True)
 class PublishOutcome:
     release_id: str
-    manifest: dict[str, Any]
+    manifest: Manifest
     uploaded_blobs: int
     uploaded_bytes: int
     skipped_blobs: int
@@ -66,8 +55,8 @@ class BlobSource:
     digest: str
 
 
-def publish_release(store: Store, name: str, files: list[BlobSource],
-                    manifest_body: dict[str, Any], moment: datetime,
+def publish_release(store: Store, name: str, files: list[BlobSource], draft: Manifest,
+                    moment: datetime,
                     progress: Callable[[int, int], None] | None = None) -> PublishOutcome:
     """Upload blobs (skipping those present), then create the manifest.
 
@@ -94,11 +83,10 @@ def publish_release(store: Store, name: str, files: list[BlobSource],
         done += size
         if progress is not None:
             progress(done, total)
-    release_id = new_release_id(moment, name + manifest_body.get("run_id", ""))
-    manifest = {"schema": MANIFEST_SCHEMA, "name": name, "release_id": release_id,
-                "created_at": iso(moment), **manifest_body,
-                "blobs": [ref.to_json() for ref in refs]}
-    store.create(manifest_key(name, release_id), json.dumps(manifest, indent=2).encode())
+    release_id = new_release_id(moment, name + (draft.run_id or ""))
+    manifest = draft.published(name, release_id, iso(moment), tuple(refs))
+    store.create(manifest_key(name, release_id),
+                 json.dumps(manifest.to_json(), indent=2).encode())
     return PublishOutcome(release_id, manifest, uploaded, uploaded_bytes, skipped)
 
 
@@ -106,17 +94,19 @@ def manifest_key(name: str, release_id: str) -> str:
     return f"releases/{name}/{release_id}.json"
 
 
-def read_manifest(store: Store, name: str, release_id: str) -> dict[str, Any]:
+def read_manifest(store: Store, name: str, release_id: str) -> Manifest:
     if "/" in release_id or release_id.startswith("."):
         raise UsageError(f"invalid release id {release_id!r}")
     data = store.read(manifest_key(name, release_id))
     if data is None:
         raise UsageError(f"no release {release_id} of '{name}' in {store.url}")
     try:
-        manifest: dict[str, Any] = json.loads(data)
+        body = json.loads(data)
     except ValueError:
         raise StoreError(f"release {release_id}: manifest is not valid JSON") from None
-    return manifest
+    if not isinstance(body, dict):
+        raise StoreError(f"release {release_id}: manifest is not a JSON object")
+    return Manifest.from_json(body, f"release {release_id}: manifest")
 
 
 def list_releases(store: Store, name: str) -> list[str]:
@@ -125,7 +115,7 @@ def list_releases(store: Store, name: str) -> list[str]:
                   for key in store.list(prefix) if key.endswith(".json"))
 
 
-def verify_release(store: Store, manifest: dict[str, Any]) -> list[str]:
+def verify_release(store: Store, manifest: Manifest) -> list[str]:
     """Problems with a release's blobs (missing, corrupt); empty when all are intact.
 
     This is the check before a pointer moves, as strong as publish's: the local store
@@ -133,12 +123,10 @@ def verify_release(store: Store, manifest: dict[str, Any]) -> list[str]:
     re-hashes where it has none). `store verify` re-hashes everything.
     """
     problems = []
-    for blob in manifest.get("blobs", []):
-        stored = blob.get("stored")
-        recorded = str(stored.get("checksum_sha256") or "") if isinstance(stored, dict) else ""
-        problem = store.check_blob(blob["digest"], int(blob["size"]), recorded or None)
+    for blob in manifest.blobs:
+        problem = store.check_blob(blob.digest, blob.size, blob.recorded_checksum)
         if problem:
-            problems.append(f"{blob['role']}: {problem}")
+            problems.append(f"{blob.role}: {problem}")
     return problems
 
 
@@ -149,21 +137,17 @@ def manifest_digest(store: Store, name: str, release_id: str) -> str:
     return sha256_bytes(data)
 
 
-def verification_blob(manifest: Mapping[str, Any]) -> str | None:
+def verification_blob(manifest: Manifest) -> str | None:
     """The digest of the blob holding the run record the release was verified with."""
-    blobs = manifest.get("blobs")
-    found = next((blob for blob in blobs if isinstance(blob, Mapping)
-                  and blob.get("role") == VERIFICATION_ROLE), None) \
-        if isinstance(blobs, list) else None
-    digest = found.get("digest") if found is not None else None
-    return digest if isinstance(digest, str) else None
+    found = manifest.blob(VERIFICATION_ROLE)
+    return found.digest if found is not None else None
 
 
 class VerificationUnreadable(StoreError):
     """A release's verification record is missing or cannot be read; says which."""
 
 
-def read_verification(store: Store, manifest: Mapping[str, Any], release_id: str) -> RunRecord:
+def read_verification(store: Store, manifest: Manifest, release_id: str) -> RunRecord:
     """The run record a release was verified with, as stored (`run_id` and `stages`), with
     the release id and the server kind from the manifest where the blob does not say them."""
     digest = verification_blob(manifest)
@@ -183,20 +167,18 @@ def read_verification(store: Store, manifest: Mapping[str, Any], release_id: str
         record.release_id = release_id
         record.with_keys("release_id")
     if "server" not in body:
-        server = manifest.get("server")
-        record.server = ServerInfo(kind=server.get("kind") if isinstance(server, Mapping)
-                                   else None)
+        record.server = ServerInfo(kind=manifest.server_kind)
         record.with_keys("server")
     return record
 
 
-def release_record(store: Store, manifest: Mapping[str, Any], release_id: str) -> RunRecord:
+def release_record(store: Store, manifest: Manifest, release_id: str) -> RunRecord:
     """What `report <release_id>` shows when the run folder is gone: the verification's
     stages under the manifest's run id, environment and spec digest."""
     verification = read_verification(store, manifest, release_id)
-    return RunRecord(run_id=str(manifest.get("run_id", "")), status="passed",
-                     environment=manifest.get("verified_in"),
-                     spec_digest=manifest.get("spec_digest"), release_id=release_id,
+    return RunRecord(run_id=manifest.run_id or "", status="passed",
+                     environment=manifest.verified_in,
+                     spec_digest=manifest.spec_digest, release_id=release_id,
                      stages=verification.stages,
                      shape=("run_id", "status", "environment", "spec_digest", "release_id",
                             "stages"), stages_sorted=True)

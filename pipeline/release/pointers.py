@@ -8,12 +8,14 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.errors import ConflictError, StoreError, UsageError
 from pipeline.release.manifest import iso, manifest_digest, utc_now
+from pipeline.release.pointer_event import PointerAction, PointerEvent
 from pipeline.release.store.base import Store
 
 AUDIT_ATTEMPTS = 2
@@ -29,11 +31,15 @@ class Pointer:
     name: str
     environment: str
     current: str | None
-    events: list[dict[str, Any]]
+    events: list[PointerEvent]
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "environment": self.environment, "current": self.current,
-                "events": self.events}
+                "events": [event.to_json() for event in self.events]}
+
+    def last_move_onto(self, release_id: str) -> PointerEvent | None:
+        return next((event for event in reversed(self.events)
+                     if event.release_id == release_id), None)
 
 
 def read_pointer(store: Store, name: str, environment: str) -> tuple[Pointer, str | None]:
@@ -45,18 +51,22 @@ def read_pointer(store: Store, name: str, environment: str) -> tuple[Pointer, st
         body = json.loads(data)
     except ValueError:
         raise StoreError(f"environment pointer {environment} is not valid JSON") from None
-    return Pointer(name, environment, body.get("current"), list(body.get("events", []))), etag
+    if not isinstance(body, Mapping) or not isinstance(body.get("events", []), list):
+        raise StoreError(f"environment pointer {environment} is not a pointer (a JSON object "
+                         "with a list of events)")
+    events = [PointerEvent.from_json(event) for event in body.get("events", [])]
+    return Pointer(name, environment, body.get("current"), events), etag
 
 
 def check_manifest_unchanged(pointer: Pointer, release_id: str, digest: str) -> None:
     """A manifest is written once: if it differs from when it was first promoted, someone
     edited it in the store, and nothing it names can be trusted."""
     for event in pointer.events:
-        recorded = event.get("manifest_sha256")
-        if event.get("release_id") == release_id and recorded and recorded != digest:
+        recorded = event.manifest_sha256
+        if event.release_id == release_id and recorded and recorded != digest:
             raise StoreError(f"the manifest of release {release_id} changed since it was "
-                             f"promoted at {event.get('at')} (sha256 {digest[:12]}, recorded "
-                             f"{str(recorded)[:12]}): refusing to point at it")
+                             f"promoted at {event.at} (sha256 {digest[:12]}, recorded "
+                             f"{recorded[:12]}): refusing to point at it")
 
 
 @dataclass(frozen=True)
@@ -64,14 +74,14 @@ class Moved:
     """A pointer move that happened. `warnings` say what went wrong after the swap (the
     audit entry): the move stands, and is reported as done."""
 
-    event: dict[str, Any]
+    event: PointerEvent
     warnings: tuple[str, ...] = ()
 
 
-def move_pointer(store: Store, name: str, environment: str, release_id: str, action: str,
-                 by: str, note: str = "", run_id: str | None = None,
+def move_pointer(store: Store, name: str, environment: str, release_id: str,
+                 action: PointerAction, by: str, note: str = "", run_id: str | None = None,
                  approved_by: list[str] | None = None,
-                 actor: dict[str, Any] | None = None) -> Moved:
+                 actor: Mapping[str, Any] | None = None) -> Moved:
     """Compare-and-swap the pointer to `release_id`; append the event and an audit entry.
 
     `approved_by` (the approvals this move relies on) and `actor` (who ran the command,
@@ -83,17 +93,11 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str, act
     digest = manifest_digest(store, name, release_id)
     check_manifest_unchanged(pointer, release_id, digest)
     moment = utc_now()
-    event: dict[str, Any] = {"action": action, "release_id": release_id,
-                             "previous_release_id": pointer.current, "at": iso(moment),
-                             "by": by, "manifest_sha256": digest}
-    if note:
-        event["note"] = note
-    if run_id:
-        event["run_id"] = run_id
-    if approved_by:
-        event["approved_by"] = approved_by
-    if actor:
-        event["actor"] = actor
+    event = PointerEvent(action=PointerAction(action), release_id=release_id,
+                         previous_release_id=pointer.current, at=iso(moment), by=by,
+                         manifest_sha256=digest, note=note or None, run_id=run_id or None,
+                         approved_by=tuple(approved_by) if approved_by else None,
+                         actor=dict(actor) if actor else None)
     pointer.events.append(event)
     pointer.current = release_id
     store.write_if(pointer_key(name, environment),
@@ -106,7 +110,7 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str, act
                          "--repair` to write it from the pointer's history",))
 
 
-def write_audit_retrying(store: Store, name: str, environment: str, event: dict[str, Any],
+def write_audit_retrying(store: Store, name: str, environment: str, event: PointerEvent,
                          attempts: int = AUDIT_ATTEMPTS) -> str | None:
     """Write the audit entry, again after a store error (the store retries each request
     itself too); what went wrong when every attempt failed, else None."""
@@ -122,18 +126,19 @@ def write_audit_retrying(store: Store, name: str, environment: str, event: dict[
     return problem
 
 
-def audit_key(name: str, environment: str, event: dict[str, Any]) -> str:
+def audit_key(name: str, environment: str, event: PointerEvent) -> str:
     """Named by the event itself, so that writing it again is harmless."""
-    stamp = str(event["at"]).replace("-", "").replace(":", "").replace(".", "")
-    tag = sha256_bytes(canonical_json(event))[:8]
-    return f"audit/{name}/{stamp}-{event['action']}-{environment}-{tag}.json"
+    stamp = event.at.replace("-", "").replace(":", "").replace(".", "")
+    tag = sha256_bytes(canonical_json(event.to_json()))[:8]
+    return f"audit/{name}/{stamp}-{event.action.value}-{environment}-{tag}.json"
 
 
-def write_audit(store: Store, name: str, environment: str, event: dict[str, Any]) -> None:
+def write_audit(store: Store, name: str, environment: str, event: PointerEvent) -> None:
     # Already written means the same event, the same bytes.
     with contextlib.suppress(ConflictError):
         store.create(audit_key(name, environment, event),
-                     canonical_json({**event, "environment": environment, "name": name}))
+                     canonical_json({**event.to_json(), "environment": environment,
+                                     "name": name}))
 
 
 def repair_audit(store: Store, name: str, environment: str, pointer: Pointer) -> None:
@@ -149,11 +154,8 @@ def rollback_target(pointer: Pointer) -> str:
     """The release that was current before the current one (like `rollout undo`)."""
     if pointer.current is None:
         raise UsageError(f"environment {pointer.environment} has no release to roll back from")
-    for event in reversed(pointer.events):
-        if event["release_id"] == pointer.current:
-            previous = event.get("previous_release_id")
-            if previous:
-                return str(previous)
-            break
+    last = pointer.last_move_onto(pointer.current)
+    if last is not None and last.previous_release_id:
+        return last.previous_release_id
     raise UsageError(f"environment {pointer.environment} has no earlier release than "
                      f"{pointer.current}")

@@ -28,7 +28,8 @@ from typing import Any
 from pipeline.errors import PolicyError, StoreError, UsageError
 from pipeline.release.chain import check_new_release, refuse_typed_approval, verify_chain
 from pipeline.release.configured import overlay_file
-from pipeline.release.manifest import read_manifest, verify_release
+from pipeline.release.manifest import Manifest, read_manifest, verify_release
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import Moved, move_pointer, read_pointer, rollback_target
 from pipeline.release.standing import standing
 from pipeline.release.store.base import Store
@@ -40,10 +41,10 @@ from pipeline.spec.models import LoadedSpec
 class Decision:
     """A move the policy allows: what it checked, and what the user should know."""
 
-    action: str                      # "promote" or "rollback"
+    action: PointerAction
     environment: str
     release_id: str
-    manifest: dict[str, Any]
+    manifest: Manifest
     approvers: list[str] = field(default_factory=list)
     checks: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -74,26 +75,26 @@ def source_release(store: Store, loaded: LoadedSpec, release_id: str | None) -> 
 
 
 def check_belongs(store: Store, loaded: LoadedSpec, release_id: str,
-                  manifest: dict[str, Any]) -> None:
+                  manifest: Manifest) -> None:
     """The release was published from a spec with this name (not copied in from another):
     its manifest and the spec blob it was verified with both say so."""
     name = loaded.spec.name
-    found = [manifest.get("name")]
-    spec_blob = next((b for b in manifest.get("blobs", []) if b.get("role") == "spec"), None)
+    found = [manifest.name]
+    spec_blob = manifest.blob("spec")
     if spec_blob is not None:
         try:
-            body = json.loads(store.read_blob(str(spec_blob.get("digest"))))
+            body = json.loads(store.read_blob(spec_blob.digest))
             found.append(body["spec"]["name"])
         except (StoreError, ValueError, KeyError, TypeError):
             raise StoreError(f"release {release_id}: its spec blob cannot be read") from None
     other = next((n for n in found if n != name), None)
-    if other is not None or manifest.get("release_id") != release_id:
+    if other is not None or manifest.release_id != release_id:
         raise PolicyError(f"release {release_id} was published from the spec {other!r}, not "
                           f"{name!r} ({loaded.path.name}: name): only a release of this spec "
                           "may be promoted")
 
 
-def check_intact(store: Store, release_id: str, manifest: dict[str, Any], verb: str) -> None:
+def check_intact(store: Store, release_id: str, manifest: Manifest, verb: str) -> None:
     problems = verify_release(store, manifest)
     if problems:
         raise StoreError(f"release {release_id} cannot be {verb}: " + "; ".join(problems))
@@ -115,7 +116,7 @@ def check_requires(store: Store, loaded: LoadedSpec, environment: str, release_i
 
 
 def check_gates(loaded: LoadedSpec, environment: str, release_id: str,
-                manifest: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+                manifest: Manifest) -> tuple[str, tuple[str, ...]]:
     if loaded.policy.reverify:
         return (f"{environment}'s gates: re-measured before the pointer moves "
                 f"({overlay_file(environment)}: reverify)"), ()
@@ -153,7 +154,7 @@ def decide_promotion(store: Store, loaded: LoadedSpec, environment: str,
     granted = check_approval(store, loaded, environment, target, approved_by)
     if granted:
         checks.append("approved by " + ", ".join(granted))
-    return Decision("promote", environment, target, manifest, granted,
+    return Decision(PointerAction.PROMOTE, environment, target, manifest, granted,
                     tuple(c for c in checks if c), notes)
 
 
@@ -186,7 +187,7 @@ def decide_rollback(store: Store, name: str, environment: str, to: str | None,
         raise PolicyError(f"{command}: {target} was never live in {environment}; {instead}")
     manifest = read_manifest(store, name, target)
     check_intact(store, target, manifest, "rolled back to")
-    return Decision("rollback", environment, target, manifest,
+    return Decision(PointerAction.ROLLBACK, environment, target, manifest,
                     checks=(f"live in {environment} at {found.live_at}, not withdrawn",
                             "blobs intact"))
 
@@ -204,8 +205,7 @@ def promote_existing(store: Store, loaded: LoadedSpec, environment: str,
                      note: str = "", actor: dict[str, Any] | None = None) -> Moved:
     """Point `environment` at an existing release after the policy's checks."""
     decision = decide_promotion(store, loaded, environment, release_id, approved_by)
-    source = ", ".join(loaded.policy.requires) or decision.manifest.get("verified_in") or \
-        "a run"
+    source = ", ".join(loaded.policy.requires) or decision.manifest.verified_in or "a run"
     return commit(store, loaded.spec.name, decision, by, note or f"from {source}",
                   actor=actor)
 

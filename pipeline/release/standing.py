@@ -10,8 +10,8 @@ and rollback does not return to it; only a promotion, with every check, does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from pipeline.release.pointer_event import PointerAction, PointerEvent
 from pipeline.release.pointers import Pointer
 
 
@@ -21,7 +21,7 @@ class Standing:
     environment: str
     promoted_at: str | None        # the last promotion into the environment
     live_at: str | None            # the last move (promote or rollback) onto it
-    withdrawn: dict[str, Any] | None   # the rollback away from it, when not undone since
+    withdrawn: PointerEvent | None     # the rollback away from it, when not undone since
 
     @property
     def was_live(self) -> bool:
@@ -33,20 +33,19 @@ class Standing:
         return self.promoted_at is not None and self.withdrawn is None
 
     def withdrawn_text(self) -> str:
-        event = self.withdrawn or {}
+        event = self.withdrawn
         return (f"{self.release_id} was withdrawn from {self.environment} by the rollback at "
-                f"{event.get('at')} (by {event.get('by')})")
+                f"{event.at if event else None} (by {event.by if event else None})")
 
 
 def standing(pointer: Pointer, release_id: str) -> Standing:
     promoted_at = live_at = None
-    withdrawn: dict[str, Any] | None = None
+    withdrawn: PointerEvent | None = None
     for event in pointer.events:
-        if event.get("release_id") == release_id:
-            live_at = str(event.get("at"))
-            if event.get("action") == "promote":
+        if event.release_id == release_id:
+            live_at = event.at
+            if event.action is PointerAction.PROMOTE:
                 promoted_at, withdrawn = live_at, None
-        elif event.get("action") == "rollback" and \
-                event.get("previous_release_id") == release_id:
+        elif event.withdraws(release_id):
             withdrawn = event
     return Standing(release_id, pointer.environment, promoted_at, live_at, withdrawn)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.release.configured import configured_in
+from pipeline.release.manifest_record import Manifest
 from pipeline.spec.models import LoadedSpec, Spec
 from pipeline.stage_result import finite
 
@@ -93,7 +94,7 @@ def evidence(gate: Mapping[str, Any], comparison: str) -> float | None:
 
 
 class _Reviewer:
-    def __init__(self, manifest: Mapping[str, Any], target: LoadedSpec, environment: str):
+    def __init__(self, manifest: Manifest, target: LoadedSpec, environment: str):
         self.manifest = manifest
         self.target = target
         self.environment = environment
@@ -164,10 +165,7 @@ class _Reviewer:
                                  f"{gate.get('threshold')}{threshold.unit}); {wanted}")
 
     def slo_point(self, gate: Mapping[str, Any], metric: str) -> None:
-        stages = self.manifest.get("stages")
-        metrics = stages.get("saturation", {}).get("metrics", {}) \
-            if isinstance(stages, Mapping) else {}
-        p99 = finite(metrics.get(metric)) if isinstance(metrics, Mapping) else None
+        p99 = finite(self.manifest.stage_metrics("saturation").get(metric))
         limit = self.thresholds["latency.p99"]
         if p99 is None or not limit.met_by(p99):
             shown = "unknown" if p99 is None else f"{p99:.4g}ms"
@@ -176,8 +174,7 @@ class _Reviewer:
                                  f"{limit.value:g}ms ({self.where(limit.key)})")
 
     def review(self) -> GateReview:
-        gates = self.manifest.get("gates")
-        recorded = [g for g in gates if isinstance(g, Mapping)] if isinstance(gates, list) else []
+        recorded = list(self.manifest.gates)
         stricter_p99 = self.stricter_p99(recorded)
         for gate in recorded:
             name = str(gate.get("name"))
@@ -196,7 +193,7 @@ class _Reviewer:
         return GateReview(self.refusals, self.notes)
 
 
-def review_gates(manifest: Mapping[str, Any], target: LoadedSpec,
+def review_gates(manifest: Manifest, target: LoadedSpec,
                  environment: str) -> GateReview:
     """What the target's gates say about a release's recorded results."""
     return _Reviewer(manifest, target, environment).review()

@@ -10,6 +10,9 @@ from itertools import pairwise
 from typing import Any
 
 from pipeline.digest import sha256_bytes
+from pipeline.errors import StoreError
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerEvent
 from pipeline.release.pointers import audit_key, write_audit
 from pipeline.release.store.base import Store
 
@@ -48,22 +51,33 @@ def verify_store(store: Store, repair: bool = False) -> StoreCheck:
     releases = _check_manifests(store, check)
     for _key, name, environment, pointer in _documents(store, "environments/", check):
         check.pointers += 1
-        _check_pointer(store, check, releases, name, environment, pointer)
-        _check_audit(store, check, name, environment, pointer.get("events", []), repair)
+        events = _events(check, name, environment, pointer.get("events", []))
+        _check_pointer(store, check, releases, name, environment, pointer.get("current"),
+                       events)
+        _check_audit(store, check, name, environment, events, repair)
     return check
 
 
+def _events(check: StoreCheck, name: str, environment: str, events: Any
+            ) -> list[PointerEvent]:
+    """The pointer's events that are events; each one that is not is a problem."""
+    found = []
+    for event in events if isinstance(events, list) else [events]:
+        try:
+            found.append(PointerEvent.from_json(event))
+        except StoreError:
+            check.problems.append(f"{name}/{environment}: an event is malformed")
+    return found
+
+
 def _check_audit(store: Store, check: StoreCheck, name: str, environment: str,
-                 events: list[dict[str, Any]], repair: bool) -> None:
+                 events: list[PointerEvent], repair: bool) -> None:
     """Every move of the pointer has its audit entry. One that is missing (the store failed
     after the swap) is rebuilt from the event with `repair`: the event holds all of it."""
     for event in events:
-        if not isinstance(event, dict) or not {"at", "action"} <= set(event):
-            check.problems.append(f"{name}/{environment}: an event is malformed")
-            continue
         if store.read(audit_key(name, environment, event)) is not None:
             continue
-        where = f"{name}/{environment}: the {event['action']} at {event['at']}"
+        where = f"{name}/{environment}: the {event.action.value} at {event.at}"
         if repair:
             write_audit(store, name, environment, event)
             check.repaired.append(f"{where}: audit entry written from the pointer's history")
@@ -87,50 +101,52 @@ def _documents(store: Store, prefix: str, check: StoreCheck,
             yield key, parts[1], parts[2].removesuffix(".json"), body
 
 
-def _check_manifests(store: Store, check: StoreCheck) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every manifest and the blobs it names (each blob re-hashed once)."""
-    releases: dict[tuple[str, str], dict[str, Any]] = {}
+def _check_manifests(store: Store, check: StoreCheck) -> set[tuple[str, str]]:
+    """Every manifest and the blobs it names (each blob re-hashed once); (name, release id)
+    of each manifest found."""
+    releases: set[tuple[str, str]] = set()
     verified: dict[str, str | None] = {}
-    for key, name, release_id, manifest in _documents(
+    for key, name, release_id, body in _documents(
             store, "releases/", check, "unexpected key under releases/"):
         check.manifests += 1
-        if manifest.get("release_id") != release_id or manifest.get("name") != name:
-            check.problems.append(f"{key}: names release {manifest.get('release_id')!r} of "
-                                  f"{manifest.get('name')!r}")
-        releases[(name, release_id)] = manifest
-        for blob in manifest.get("blobs", []):
-            digest = str(blob.get("digest", ""))
-            if digest not in verified:
-                verified[digest] = store.verify_blob(digest)
+        releases.add((name, release_id))
+        try:
+            manifest = Manifest.from_json(body, key)
+        except StoreError as error:
+            check.problems.append(str(error))
+            continue
+        if manifest.release_id != release_id or manifest.name != name:
+            check.problems.append(f"{key}: names release {manifest.release_id!r} of "
+                                  f"{manifest.name!r}")
+        for blob in manifest.blobs:
+            if blob.digest not in verified:
+                verified[blob.digest] = store.verify_blob(blob.digest)
                 check.blobs += 1
-            if verified[digest]:
-                check.problems.append(f"release {name}/{release_id} {blob.get('role')}: "
-                                      f"{verified[digest]}")
+            if verified[blob.digest]:
+                check.problems.append(f"release {name}/{release_id} {blob.role}: "
+                                      f"{verified[blob.digest]}")
     return releases
 
 
-def _check_pointer(store: Store, check: StoreCheck, releases: dict[tuple[str, str], Any],
-                   name: str, environment: str, pointer: dict[str, Any]) -> None:
-    current = pointer.get("current")
-    events = pointer.get("events", [])
+def _check_pointer(store: Store, check: StoreCheck, releases: set[tuple[str, str]],
+                   name: str, environment: str, current: Any,
+                   events: list[PointerEvent]) -> None:
     if current is not None and (name, current) not in releases:
         check.problems.append(f"{name}/{environment}: current release {current} has no "
                               "manifest")
-    if events and events[-1].get("release_id") != current:
+    if events and events[-1].release_id != current:
         check.problems.append(f"{name}/{environment}: current {current} is not the last "
                               "event's release")
     for event in events:
-        recorded = event.get("manifest_sha256")
-        key_of = f"releases/{name}/{event.get('release_id')}.json"
-        data = store.read(key_of) if recorded else None
+        recorded = event.manifest_sha256
+        data = store.read(f"releases/{name}/{event.release_id}.json") if recorded else None
         if recorded and data is not None and sha256_bytes(data) != recorded:
             check.problems.append(f"{name}/{environment}: the manifest of "
-                                  f"{event.get('release_id')} changed after it was "
+                                  f"{event.release_id} changed after it was "
                                   "promoted (tampered?)")
-        if (name, event.get("release_id")) not in releases:
-            check.problems.append(f"{name}/{environment}: event at {event.get('at')} "
-                                  f"names unknown release {event.get('release_id')}")
+        if (name, event.release_id) not in releases:
+            check.problems.append(f"{name}/{environment}: event at {event.at} "
+                                  f"names unknown release {event.release_id}")
     for earlier, later in pairwise(events):
-        if later.get("previous_release_id") != earlier.get("release_id"):
-            check.problems.append(f"{name}/{environment}: history broken at "
-                                  f"{later.get('at')}")
+        if later.previous_release_id != earlier.release_id:
+            check.problems.append(f"{name}/{environment}: history broken at {later.at}")

@@ -9,6 +9,8 @@ import pytest
 
 from pipeline.digest import sha256_bytes
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer
 from pipeline.release.regression import live_release, live_release_gate
 from pipeline.release.store import open_store
@@ -62,9 +64,9 @@ def test_an_s3_live_release_whose_blob_was_replaced_is_unreadable(s3_env: S3Serv
     verification = b'{"stages": []}'
     digest = sha256_bytes(verification)
     release_id = publish_release(store, "demo", [
-        BlobSource("verification", None, verification, digest)], {"run_id": "r"},
-        utc_now()).release_id
-    move_pointer(store, "demo", "staging", release_id, "promote", "tester")
+        BlobSource("verification", None, verification, digest)],
+        Manifest.from_json({"run_id": "r"}), utc_now()).release_id
+    move_pointer(store, "demo", "staging", release_id, PointerAction.PROMOTE, "tester")
     assert live_release(store, "demo", "staging").problem is None
 
     s3_env.client().put_object(Bucket=bucket, Key=f"releases/blobs/sha256/{digest}",

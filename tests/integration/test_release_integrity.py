@@ -21,6 +21,8 @@ from boto3.s3.transfer import TransferConfig
 
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer
 from pipeline.release.store.s3 import S3Store
 from pipeline.release.store.s3_checksum import b64
@@ -54,7 +56,7 @@ def release_of(store: S3Store, path: Path, creator: str = "alice@build-host",
     verification = canonical_json({"run_id": path.name, "stages": []})
     sources = [BlobSource("model", path, None, digest),
                BlobSource("verification", None, verification, sha256_bytes(verification))]
-    return publish_release(store, NAME, sources, body, utc_now()).release_id
+    return publish_release(store, NAME, sources, Manifest.from_json(body), utc_now()).release_id
 
 
 def blob_key(store: S3Store, path: Path) -> str:
@@ -100,7 +102,7 @@ def test_tampered_blobs_are_refused_by_promote_and_rollback(
     recorded = manifest["blobs"][0]["stored"]["checksum_sha256"]
     assert recorded.endswith("-8") and manifest["blobs"][0]["stored"]["etag"].endswith('-8"')
     for release in (big, small, other):
-        move_pointer(store, NAME, "staging", release, "promote", "ci")
+        move_pointer(store, NAME, "staging", release, PointerAction.PROMOTE, "ci")
     s3 = s3_server.client()
     bucket = store.bucket
     before = audit_keys(s3, bucket)
@@ -157,7 +159,7 @@ def test_signed_approvals_and_acting_identity_on_s3(project: Path, s3_env: S3Ser
     first = release_of(store, files["small.bin"], actor=creator_actor("alice"))
     second = release_of(store, files["other.bin"], actor=creator_actor("alice"))
     for release in (first, second):
-        move_pointer(store, NAME, "staging", release, "promote", "ci")
+        move_pointer(store, NAME, "staging", release, PointerAction.PROMOTE, "ci")
     s3 = s3_server.client()
     before = audit_keys(s3, store.bucket)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.digest import sha256_bytes
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer
 from tests.support.htmldom import Node, parse_html
 from tests.support.policy import COMMIT, NAME, config_pbtxt, configured_release, policy_store
@@ -55,7 +56,7 @@ def test_the_production_report_shows_what_the_release_manager_signs(
     store = policy_store(project)
     live = configured_release(store, b"model-1", 2000, 2, dirty=False)
     for environment in ("staging", "production"):
-        move_pointer(store, NAME, environment, live, "promote", "ci")
+        move_pointer(store, NAME, environment, live, PointerAction.PROMOTE, "ci")
     candidate = configured_release(store, b"model-2", 4000, 3, dirty=True)
 
     cli(project, "promote", "staging", "--release", candidate)

@@ -17,6 +17,8 @@ from pipeline.release.manifest import (
     utc_now,
     verify_release,
 )
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer, read_pointer
 from pipeline.release.policy import rollback
 from pipeline.release.store.s3 import S3Store
@@ -46,10 +48,10 @@ def test_a_same_size_replacement_with_forged_metadata_is_refused(store: S3Store)
     ids = []
     for payload in (b"one", b"two"):
         source = BlobSource("model", None, payload, sha256_bytes(payload))
-        ids.append(publish_release(store, "demo", [source], {"run_id": "r"}, utc_now())
-                   .release_id)
-    move_pointer(store, "demo", "staging", ids[0], "promote", "a")
-    move_pointer(store, "demo", "staging", ids[1], "promote", "a")
+        ids.append(publish_release(store, "demo", [source], Manifest.from_json({"run_id": "r"}),
+                                   utc_now()).release_id)
+    move_pointer(store, "demo", "staging", ids[0], PointerAction.PROMOTE, "a")
+    move_pointer(store, "demo", "staging", ids[1], PointerAction.PROMOTE, "a")
     assert verify_release(store, read_manifest(store, "demo", ids[0])) == []
     # Same size and a forged digest in the metadata: S3's own checksum still tells.
     digest = sha256_bytes(b"one")

@@ -20,6 +20,8 @@ import pytest
 from pipeline.digest import sha256_bytes
 from pipeline.errors import ConflictError, StoreError, UsageError
 from pipeline.release.manifest import BlobSource, publish_release, read_manifest, utc_now
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer, read_pointer
 from pipeline.release.policy import rollback
 from pipeline.release.store import open_store
@@ -73,7 +75,8 @@ def store(backend: Backend) -> Store:
 
 def release(store: Store, payload: bytes, run_id: str = "r") -> str:
     source = BlobSource("model", None, payload, sha256_bytes(payload))
-    return publish_release(store, "demo", [source], {"run_id": run_id}, utc_now()).release_id
+    return publish_release(store, "demo", [source], Manifest.from_json({"run_id": run_id}),
+                           utc_now()).release_id
 
 
 def race(contenders: int, attempt: Callable[[int], object]) -> tuple[list[int], list[int]]:
@@ -220,14 +223,14 @@ def test_keys_stay_inside_the_store(store: Store) -> None:
 def test_publish_promote_rollback_history(store: Store) -> None:
     first = release(store, b"model-1", "run-1")
     second = release(store, b"model-2", "run-2")
-    assert read_manifest(store, "demo", first)["run_id"] == "run-1"
-    move_pointer(store, "demo", "staging", first, "promote", "alice")
-    move_pointer(store, "demo", "staging", second, "promote", "bob")
+    assert read_manifest(store, "demo", first).run_id == "run-1"
+    move_pointer(store, "demo", "staging", first, PointerAction.PROMOTE, "alice")
+    move_pointer(store, "demo", "staging", second, PointerAction.PROMOTE, "bob")
     event = rollback(store, "demo", "staging", None, "carol").event
-    assert event["release_id"] == first and event["previous_release_id"] == second
+    assert event.release_id == first and event.previous_release_id == second
     pointer, _ = read_pointer(store, "demo", "staging")
     assert pointer.current == first
-    assert [e["action"] for e in pointer.events] == ["promote", "promote", "rollback"]
+    assert [e.action for e in pointer.events] == ["promote", "promote", "rollback"]
     assert len(store.list("audit/demo/")) == 3
     with pytest.raises(UsageError):
         rollback(store, "demo", "production", None, "a")
@@ -237,8 +240,8 @@ def test_rollback_refuses_a_release_with_a_corrupt_blob(backend: Backend) -> Non
     store = backend.store
     first = release(store, b"model-1")
     second = release(store, b"model-2")
-    move_pointer(store, "demo", "staging", first, "promote", "a")
-    move_pointer(store, "demo", "staging", second, "promote", "a")
+    move_pointer(store, "demo", "staging", first, PointerAction.PROMOTE, "a")
+    move_pointer(store, "demo", "staging", second, PointerAction.PROMOTE, "a")
     backend.overwrite(blob_key(sha256_bytes(b"model-1")), b"tampered")
     with pytest.raises(StoreError, match="corrupt"):
         rollback(store, "demo", "staging", None, "a")
@@ -247,15 +250,15 @@ def test_rollback_refuses_a_release_with_a_corrupt_blob(backend: Backend) -> Non
 
 def test_sixteen_promotions_race_for_one_pointer(store: Store) -> None:
     releases = [release(store, f"model-{n}".encode(), str(n)) for n in range(CONTENDERS)]
-    move_pointer(store, "demo", "staging", releases[0], "promote", "seed")
+    move_pointer(store, "demo", "staging", releases[0], PointerAction.PROMOTE, "seed")
     winners, losers = race(CONTENDERS, lambda n: move_pointer(
-        store, "demo", "staging", releases[n], "promote", f"p{n}"))
+        store, "demo", "staging", releases[n], PointerAction.PROMOTE, f"p{n}"))
     # Contenders that read the same pointer: exactly one of them wins (a later one that
     # read after a win promotes legitimately on top of it). No event is lost and the
     # history stays a chain.
     assert winners and len(losers) == CONTENDERS - len(winners)
     pointer, _ = read_pointer(store, "demo", "staging")
-    assert len(pointer.events) == 1 + len(winners) and pointer.events[0]["by"] == "seed"
+    assert len(pointer.events) == 1 + len(winners) and pointer.events[0].by == "seed"
     for earlier, later in zip(pointer.events, pointer.events[1:], strict=False):
-        assert later["previous_release_id"] == earlier["release_id"]
-    assert pointer.current == pointer.events[-1]["release_id"]
+        assert later.previous_release_id == earlier.release_id
+    assert pointer.current == pointer.events[-1].release_id

@@ -21,6 +21,8 @@ import pytest
 
 from pipeline.errors import ConflictError, PipelineError
 from pipeline.release.manifest import BlobSource, list_releases, publish_release, utc_now
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import Moved, Pointer, move_pointer, read_pointer, rollback_target
 from pipeline.release.policy import rollback
 from pipeline.release.store.s3 import S3Store
@@ -122,8 +124,8 @@ def assert_consistent(store: S3Store, tally: Tally) -> None:
 
 def assert_chain(pointer: Pointer, tally: Tally) -> None:
     broken = [later for earlier, later in zip(pointer.events, pointer.events[1:], strict=False)
-              if later.get("previous_release_id") != earlier.get("release_id")]
-    wrong_current = bool(pointer.events) and pointer.events[-1]["release_id"] != pointer.current
+              if later.previous_release_id != earlier.release_id]
+    wrong_current = bool(pointer.events) and pointer.events[-1].release_id != pointer.current
     tally.add("inconsistencies", len(broken) + wrong_current)
     assert broken == [] and not wrong_current, pointer.events
 
@@ -133,7 +135,8 @@ def present(store: S3Store, sources: list[BlobSource]) -> set[str]:
 
 
 def publish(store: S3Store, sources: list[BlobSource]) -> Any:
-    return publish_release(store, NAME, sources, {"run_id": "reliability"}, utc_now())
+    return publish_release(store, NAME, sources, Manifest.from_json({"run_id": "reliability"}),
+                           utc_now())
 
 
 # ---------------------------------------------------------------- the proxy itself
@@ -303,7 +306,7 @@ def test_promote_and_rollback_under_faults_keep_the_pointer_valid(
     succeeds or fails with one line; the pointer is then at its old or its new release,
     its history a chain."""
     releases = seed_releases(direct, tmp_path, 3)
-    move_pointer(direct, NAME, "staging", releases[0], "promote", "seed")
+    move_pointer(direct, NAME, "staging", releases[0], PointerAction.PROMOTE, "seed")
     faulty = S3Store(url, endpoint_url=proxy.url, attempts=2)
     outcomes: list[str] = []
     with proxy.faults(FaultRule(ERRORS, probability=0.3, path="/(environments|audit|releases|"
@@ -319,8 +322,8 @@ def test_promote_and_rollback_under_faults_keep_the_pointer_valid(
                 action = partial(rollback, faulty, NAME, "staging", None, f"op{step}")
             else:
                 target = releases[(releases.index(str(before.current)) + 1) % len(releases)]
-                action = partial(move_pointer, faulty, NAME, "staging", target, "promote",
-                                 f"op{step}")
+                action = partial(move_pointer, faulty, NAME, "staging", target,
+                                 PointerAction.PROMOTE, f"op{step}")
             outcome = attempt(tally, action)
             after, _ = read_pointer(direct, NAME, "staging")
             assert_chain(after, tally)
@@ -349,12 +352,12 @@ def test_lost_reply_to_a_pointer_move_is_not_reported_as_a_lost_race(
     but its reply is lost; botocore's retry then gets 412. The promotion did happen: a
     ConflictError saying "nothing was changed" (exit 4) would be false."""
     releases = seed_releases(direct, tmp_path, 2)
-    move_pointer(direct, NAME, "staging", releases[0], "promote", "seed")
+    move_pointer(direct, NAME, "staging", releases[0], PointerAction.PROMOTE, "seed")
     faulty = S3Store(url, endpoint_url=proxy.url, attempts=3)
     with proxy.faults(FaultRule(schedule=["lose"], methods=["PUT"],
                                 path=f"/{key}/")) as (rule,):
         outcome = attempt(tally, lambda: move_pointer(faulty, NAME, "staging", releases[1],
-                                                      "promote", "ci"))
+                                                      PointerAction.PROMOTE, "ci"))
     assert rule.injected == 1
     after, _ = read_pointer(direct, NAME, "staging")
     assert_chain(after, tally)
@@ -457,7 +460,7 @@ def test_a_cut_range_of_a_multipart_download_is_retried_or_refused(
 def test_a_cut_manifest_or_pointer_read_is_a_store_error(
         proxy: FaultProxy, url: str, direct: S3Store, tmp_path: Path, tally: Tally) -> None:
     releases = seed_releases(direct, tmp_path, 1)
-    move_pointer(direct, NAME, "staging", releases[0], "promote", "seed")
+    move_pointer(direct, NAME, "staging", releases[0], PointerAction.PROMOTE, "seed")
     faulty = S3Store(url, endpoint_url=proxy.url)
     with proxy.faults(FaultRule(["cut"], probability=1.0, methods=["GET"],
                                 path="/(releases|environments)/")):

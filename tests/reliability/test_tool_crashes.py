@@ -197,7 +197,7 @@ def audit_gaps(store: Store) -> list[str]:
     rollback)."""
     pointer, _ = read_pointer(store, NAME, ENVIRONMENT)
     keys = set(store.list(f"audit/{NAME}/"))
-    return [f"{event['action']} of {event['release_id']} at {event['at']}"
+    return [f"{event.action.value} of {event.release_id} at {event.at}"
             for event in pointer.events if audit_key(NAME, ENVIRONMENT, event) not in keys]
 
 

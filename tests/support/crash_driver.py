@@ -46,6 +46,8 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from pipeline.release.manifest import BlobSource, publish_release, utc_now  # noqa: E402
+from pipeline.release.manifest_record import Manifest  # noqa: E402
+from pipeline.release.pointer_event import PointerAction  # noqa: E402
 from pipeline.release.pointers import move_pointer  # noqa: E402
 from pipeline.release.policy import rollback  # noqa: E402
 from pipeline.release.store import open_store  # noqa: E402
@@ -111,19 +113,19 @@ def arm_crash(store: Store, point: str) -> None:
 def iterate(store: Store, workdir: Path, tag: str, big_bytes: int, roll_back: bool) -> None:
     sources = blob_sources(workdir, tag, big_bytes)
     outcome = publish_release(store, NAME, sources,
-                              {"run_id": f"crash-{tag}", "created_by": BY,
-                               "gates": {"parity": "passed"}},
+                              Manifest.from_json({"run_id": f"crash-{tag}", "created_by": BY,
+                               "gates": {"parity": "passed"}}),
                               utc_now())
     say(f"publish {outcome.release_id}")
     for source in sources:
         if source.path is not None:
             source.path.unlink()
-    move_pointer(store, NAME, ENVIRONMENT, outcome.release_id, "promote", BY,
+    move_pointer(store, NAME, ENVIRONMENT, outcome.release_id, PointerAction.PROMOTE, BY,
                  run_id=f"crash-{tag}")
     say(f"promote {outcome.release_id}")
     if roll_back:
         event = rollback(store, NAME, ENVIRONMENT, None, BY).event
-        say(f"rollback {event['release_id']}")
+        say(f"rollback {event.release_id}")
 
 
 def main(argv: list[str] | None = None) -> int:

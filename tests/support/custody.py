@@ -28,7 +28,10 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.release.manifest import BlobSource, manifest_key, publish_release, utc_now
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer, read_pointer
+from pipeline.release.signing.approval_record import Approval
 from pipeline.release.signing.approvals import write_approval
 from pipeline.release.signing.attestation import attestation_blob
 from pipeline.release.signing.keys import FileSigner
@@ -130,14 +133,15 @@ class CustodyWorld:
             "config": {"file": "config.pbtxt", "sha256": sha256_bytes(config)},
             "image": None, **body_gates}
         key = FileSigner.from_file(self.keys[signer]) if signer else None
-        files.append(attestation_blob(name, files, body, key))
-        release = publish_release(self.store, name, files, body, utc_now()).release_id
+        attestation, draft = attestation_blob(name, files, Manifest.from_json(body), key)
+        files.append(attestation)
+        release = publish_release(self.store, name, files, draft, utc_now()).release_id
         self.published.append(release)
         return release
 
     def staged(self, payload: bytes, **publish: Any) -> str:
         release = self.publish(payload, **publish)
-        move_pointer(self.store, NAME, "staging", release, "promote", "ci")
+        move_pointer(self.store, NAME, "staging", release, PointerAction.PROMOTE, "ci")
         return release
 
     def approve(self, release: str, key: str = "rita", environment: str = "production",
@@ -147,7 +151,7 @@ class CustodyWorld:
         return self.cli(*args, env=env)
 
     def sign_directly(self, release: str, key: str, environment: str = "production",
-                      by: str = "someone") -> dict[str, Any]:
+                      by: str = "someone") -> Approval:
         """An approval written by a client that skips `approve`'s own checks."""
         pointer, _ = read_pointer(self.store, NAME, environment)
         data = self.store.read(manifest_key(NAME, release))

@@ -8,7 +8,10 @@ from typing import Any
 
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.release.manifest import BlobSource, manifest_digest, publish_release, utc_now
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer, read_pointer
+from pipeline.release.signing.approval_record import Approval
 from pipeline.release.signing.approvals import write_approval
 from pipeline.release.signing.keys import FileSigner
 from pipeline.release.store import open_store
@@ -72,13 +75,13 @@ def staged(store: LocalStore, payload: bytes, creator: str = "alice") -> str:
     verification = canonical_json({"run_id": "r", "stages": []})
     sources = [BlobSource("model", None, payload, sha256_bytes(payload)),
                BlobSource("verification", None, verification, sha256_bytes(verification))]
-    release = publish_release(store, NAME, sources, body, utc_now()).release_id
-    move_pointer(store, NAME, "staging", release, "promote", "ci")
+    release = publish_release(store, NAME, sources, Manifest.from_json(body), utc_now()).release_id
+    move_pointer(store, NAME, "staging", release, PointerAction.PROMOTE, "ci")
     return release
 
 
 def sign_approval(store: Store, project: Path, release: str, key: str = "rita",
-                  environment: str = "production", by: str | None = None) -> dict[str, Any]:
+                  environment: str = "production", by: str | None = None) -> Approval:
     """An approval of `release` for `environment`, signed with keys/<key>.pem, as
     `serve-pipeline approve --key` writes it."""
     pointer, _ = read_pointer(store, NAME, environment)
@@ -115,4 +118,4 @@ def configured_release(store: LocalStore, model: bytes, delay: int, count: int, 
             "verified_in": "staging", "model": {"sha256": sha256_bytes(model)},
             "config": {"file": "config.pbtxt", "sha256": sha256_bytes(config)},
             "git": {"commit": COMMIT, "dirty": dirty}, **recorded()}
-    return publish_release(store, NAME, sources, body, utc_now()).release_id
+    return publish_release(store, NAME, sources, Manifest.from_json(body), utc_now()).release_id

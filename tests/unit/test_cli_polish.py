@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from pipeline import __version__
 from pipeline.cli.app import app
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 
 REPO = Path(__file__).resolve().parents[2]
 BRACKETED = re.compile(r"\\*\[([^\]\n]+)\]")
@@ -77,15 +79,15 @@ def test_a_rollback_keeps_its_note_in_the_event_the_audit_and_history(project: P
     store = open_store("file://.serve-pipeline/store", project)
     releases = [publish_release(store, "fraud-mlp",
                                 [BlobSource("model", None, body, sha256_bytes(body))],
-                                {"run_id": "r"}, utc_now()).release_id
+                                Manifest.from_json({"run_id": "r"}), utc_now()).release_id
                 for body in (b"model-1", b"model-2")]
     for release in releases:
-        move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
+        move_pointer(store, "fraud-mlp", "staging", release, PointerAction.PROMOTE, "ci")
     event = rollback(store, "fraud-mlp", "staging", None, "rita",
                      note="p99 doubled after the deploy [INC-42]").event
-    assert event["release_id"] == releases[0]
+    assert event.release_id == releases[0]
     pointer, _ = read_pointer(store, "fraud-mlp", "staging")
-    assert pointer.events[-1]["note"] == "p99 doubled after the deploy [INC-42]"
+    assert pointer.events[-1].note == "p99 doubled after the deploy [INC-42]"
     audit = store.read(audit_key("fraud-mlp", "staging", pointer.events[-1]))
     assert audit is not None and b"p99 doubled after the deploy [INC-42]" in audit
     shown = CliRunner().invoke(app, ["history", "staging", "-f", "serve.yaml"],

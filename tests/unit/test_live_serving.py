@@ -12,6 +12,7 @@ import pytest
 
 from pipeline.context import RunContext
 from pipeline.regression.live_serving import LiveUnservable, live_spec, serve_live
+from pipeline.release.manifest_record import BlobRef, Manifest
 from pipeline.release.store import open_store
 from pipeline.release.store.base import Store
 from pipeline.servers.specs import load_spec
@@ -21,14 +22,14 @@ from pipeline.stage_result import Status
 from stages import regression
 
 
-def manifest_with(store: Store, **blobs: bytes) -> dict[str, Any]:
+def manifest_with(store: Store, **blobs: bytes) -> Manifest:
     refs = []
     for role, data in blobs.items():
         digest, _ = store.put_blob_bytes(data)
-        refs.append({"role": role, "digest": digest, "size": len(data)})
-    return {"release_id": "20261201T000000Z-live", "blobs": refs,
-            "artifact": {"sha256": "0" * 64}, "model": {"sha256": "0" * 64},
-            "config": {"sha256": "0" * 64}}
+        refs.append(BlobRef(role, digest, len(data)))
+    return Manifest(release_id="20261201T000000Z-live", blobs=tuple(refs),
+                    artifact={"sha256": "0" * 64}, model={"sha256": "0" * 64},
+                    config={"sha256": "0" * 64})
 
 
 @pytest.fixture
@@ -58,8 +59,8 @@ def test_a_release_whose_blobs_fail_their_check_is_not_served(project: Path,
                                                              loaded: LoadedSpec) -> None:
     store = open_store("file://.serve-pipeline/store", project)
     manifest = manifest_with(store, spec=loaded.canonical_json().encode())
-    manifest["blobs"].append({"role": "triton-model-repository", "digest": "1" * 64,
-                              "size": 10})
+    manifest = replace(manifest, blobs=(
+        *manifest.blobs, BlobRef("triton-model-repository", "1" * 64, 10)))
     with ExitStack() as resources:
         ctx = RunContext(loaded=loaded, run_id="r", run_dir=project / "run", env={},
                          resources=resources)

@@ -10,6 +10,8 @@ import pytest
 from pipeline.digest import sha256_bytes
 from pipeline.errors import PolicyError, UsageError
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction, PointerEvent
 from pipeline.release.pointers import Pointer, move_pointer, read_pointer
 from pipeline.release.policy import decide_promotion, decide_rollback, promote_existing, rollback
 from pipeline.release.standing import standing
@@ -34,13 +36,13 @@ def store(project: Path) -> LocalStore:
 def publish(store: LocalStore, payload: bytes, **gates: Any) -> str:
     source = BlobSource("model", None, payload, sha256_bytes(payload))
     body = {"run_id": "r", "created_by": "alice", **recorded(**gates)}
-    return publish_release(store, NAME, [source], body, utc_now()).release_id
+    return publish_release(store, NAME, [source], Manifest.from_json(body), utc_now()).release_id
 
 
 def events(*moves: tuple[str, str, str | None]) -> Pointer:
     return Pointer(NAME, "staging", moves[-1][1] if moves else None,
-                   [{"action": a, "release_id": r, "previous_release_id": p, "at": str(i),
-                     "by": "x"} for i, (a, r, p) in enumerate(moves)])
+                   [PointerEvent(action=PointerAction(a), release_id=r, previous_release_id=p,
+                                 at=str(i), by="x") for i, (a, r, p) in enumerate(moves)])
 
 
 def test_a_rollback_away_from_a_release_withdraws_it_until_it_is_promoted_again() -> None:
@@ -49,7 +51,7 @@ def test_a_rollback_away_from_a_release_withdraws_it_until_it_is_promoted_again(
     b = standing(history, "B")
     assert b.was_live and not b.passed and b.withdrawn is not None
     assert "withdrawn from staging by the rollback at 2" in b.withdrawn_text()
-    again = events(*[(e["action"], e["release_id"], e["previous_release_id"])
+    again = events(*[(e.action, e.release_id, e.previous_release_id)
                      for e in history.events], ("promote", "B", "A"))
     assert standing(again, "B").passed
     assert not standing(history, "C").was_live
@@ -57,7 +59,8 @@ def test_a_rollback_away_from_a_release_withdraws_it_until_it_is_promoted_again(
 
 def production_review(project: Path, **gates: Any) -> list[str]:
     production = load_spec(project / "serve.yaml", "production")
-    return review_gates(recorded(**gates), production, "production").refusals
+    return review_gates(Manifest.from_json(recorded(**gates)), production,
+                        "production").refusals
 
 
 def test_production_refuses_a_p99_over_its_stricter_threshold(project: Path) -> None:
@@ -91,14 +94,16 @@ def test_an_inconclusive_result_is_named_where_the_target_accepts_it(project: Pa
     (project / "environments" / "staging.yaml").write_text(
         "stages: {latency: {verdict: {accept_inconclusive: true}}}\n")
     staging = load_spec(project / "serve.yaml", "staging")
-    review = review_gates(recorded(p99_ms=30.0, p99_high_ms=52.0, p99_outcome="inconclusive"),
+    review = review_gates(Manifest.from_json(recorded(p99_ms=30.0, p99_high_ms=52.0,
+                                                      p99_outcome="inconclusive")),
                           staging, "staging")
     assert review.refusals == []
     assert review.notes == ["latency.p99 was measured inconclusive and is accepted "
                             "(environments/staging.yaml: stages.latency.verdict."
                             "accept_inconclusive)"]
     # Accepted, but its observed value misses the threshold: it leans towards a miss.
-    leaning = review_gates(recorded(p99_ms=51.0, p99_high_ms=56.0, p99_outcome="inconclusive"),
+    leaning = review_gates(Manifest.from_json(recorded(p99_ms=51.0, p99_high_ms=56.0,
+                                                       p99_outcome="inconclusive")),
                            staging, "staging")
     assert leaning.refusals == ["latency.p99 was measured inconclusive and its observed value "
                                 "misses <= 50ms: an accepted inconclusive result that leans "
@@ -109,8 +114,8 @@ def test_requires_staging_means_passed_and_not_withdrawn(project: Path,
                                                          store: LocalStore) -> None:
     production = load_spec(project / "serve.yaml", "production")
     first, second = publish(store, b"one"), publish(store, b"two")
-    move_pointer(store, NAME, "staging", first, "promote", "ci")
-    move_pointer(store, NAME, "staging", second, "promote", "ci")
+    move_pointer(store, NAME, "staging", first, PointerAction.PROMOTE, "ci")
+    move_pointer(store, NAME, "staging", second, PointerAction.PROMOTE, "ci")
     rollback(store, NAME, "staging", None, "ci")
     for release in (first, second):
         sign_approval(store, project, release)
@@ -124,8 +129,8 @@ def test_requires_staging_means_passed_and_not_withdrawn(project: Path,
 def test_rollback_goes_only_to_a_release_live_there_and_not_withdrawn(
         project: Path, store: LocalStore) -> None:
     first, second, never = (publish(store, p) for p in (b"one", b"two", b"three"))
-    move_pointer(store, NAME, "production", first, "promote", "ci")
-    move_pointer(store, NAME, "production", second, "promote", "ci")
+    move_pointer(store, NAME, "production", first, PointerAction.PROMOTE, "ci")
+    move_pointer(store, NAME, "production", second, PointerAction.PROMOTE, "ci")
     with pytest.raises(PolicyError) as refused:
         decide_rollback(store, NAME, "production", never, "passed staging, an approval")
     assert str(refused.value) == (f"rollback production --to {never}: {never} was never live "
@@ -141,8 +146,8 @@ def test_rollback_goes_only_to_a_release_live_there_and_not_withdrawn(
 
 def test_a_release_of_another_spec_is_refused(project: Path, store: LocalStore) -> None:
     source = BlobSource("model", None, b"x", sha256_bytes(b"x"))
-    other = publish_release(store, "other-model", [source], {"run_id": "r", **recorded()},
-                            utc_now()).release_id
+    other = publish_release(store, "other-model", [source],
+                            Manifest.from_json({"run_id": "r", **recorded()}), utc_now()).release_id
     manifest = store.root / "releases" / "other-model" / f"{other}.json"
     copied = store.root / "releases" / NAME / f"{other}.json"
     copied.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,8 @@ import pytest
 from pipeline.digest import sha256_bytes
 from pipeline.errors import PolicyError, StoreError, UsageError
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer, read_pointer
 from pipeline.release.policy import promote_existing
 from pipeline.release.store import open_store
@@ -18,8 +20,8 @@ from tests.support.recorded import recorded
 
 def publish(store: LocalStore, payload: bytes) -> str:
     source = BlobSource("model", None, payload, sha256_bytes(payload))
-    return publish_release(store, "fraud-mlp", [source], {"run_id": "r", **recorded()},
-                           utc_now()).release_id
+    return publish_release(store, "fraud-mlp", [source],
+                           Manifest.from_json({"run_id": "r", **recorded()}), utc_now()).release_id
 
 
 @pytest.fixture
@@ -36,7 +38,7 @@ def test_production_takes_the_staging_release_only_with_an_approval(project: Pat
     release = publish(store, b"model")
     with pytest.raises(PolicyError, match="promote to staging first"):
         promote_existing(store, production, "production", None, "ci")
-    move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
+    move_pointer(store, "fraud-mlp", "staging", release, PointerAction.PROMOTE, "ci")
 
     with pytest.raises(PolicyError, match="needs a signed approval"):
         promote_existing(store, production, "production", None, "ci")
@@ -45,14 +47,14 @@ def test_production_takes_the_staging_release_only_with_an_approval(project: Pat
 
     sign_approval(store, project, release)
     event = promote_existing(store, production, "production", None, "ci").event
-    assert event["release_id"] == release and event["approved_by"] == ["rita"]
+    assert event.release_id == release and event.approved_by == ("rita",)
     assert read_pointer(store, "fraud-mlp", "production")[0].current == release
 
 
 def test_approved_by_is_refused(project: Path, store: LocalStore) -> None:
     production = load_spec(project / "serve.yaml", "production")
     release = publish(store, b"model")
-    move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
+    move_pointer(store, "fraud-mlp", "staging", release, PointerAction.PROMOTE, "ci")
     with pytest.raises(UsageError, match="a typed name is not an approval"):
         promote_existing(store, production, "production", None, "ci", approved_by="rita")
 
@@ -61,7 +63,7 @@ def test_a_release_that_never_passed_staging_is_refused(project: Path, store: Lo
     production = load_spec(project / "serve.yaml", "production")
     passed = publish(store, b"model-1")
     other = publish(store, b"model-2")
-    move_pointer(store, "fraud-mlp", "staging", passed, "promote", "ci")
+    move_pointer(store, "fraud-mlp", "staging", passed, PointerAction.PROMOTE, "ci")
     with pytest.raises(PolicyError, match="has not passed staging"):
         promote_existing(store, production, "production", other, "ci")
 
@@ -70,7 +72,7 @@ def test_a_tampered_release_is_refused_before_the_pointer_moves(project: Path,
                                                                 store: LocalStore) -> None:
     production = load_spec(project / "serve.yaml", "production")
     release = publish(store, b"model")
-    move_pointer(store, "fraud-mlp", "staging", release, "promote", "ci")
+    move_pointer(store, "fraud-mlp", "staging", release, PointerAction.PROMOTE, "ci")
     (store.root / "blobs" / "sha256" / sha256_bytes(b"model")).write_bytes(b"evil")
     with pytest.raises(StoreError, match="corrupt"):
         promote_existing(store, production, "production", None, "ci")

@@ -21,6 +21,7 @@ from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.record import RunRecord, load_run_record, runs_dir, write_record
 from pipeline.release.manifest import (
     BlobSource,
+    Manifest,
     VerificationUnreadable,
     publish_release,
     read_manifest,
@@ -144,11 +145,11 @@ def store(tmp_path: Path) -> LocalStore:
     return opened
 
 
-def publish_verification(store: LocalStore, blob: bytes) -> tuple[str, dict[str, Any]]:
+def publish_verification(store: LocalStore, blob: bytes) -> tuple[str, Manifest]:
     release_id = publish_release(store, "demo", [
         BlobSource("verification", None, blob, sha256_bytes(blob))],
-        {"run_id": "20261130-202157-244734", "verified_in": "staging",
-         "spec_digest": "sha256:abc", "server": {"kind": "triton"}}, utc_now()).release_id
+        Manifest.from_json({"run_id": "20261130-202157-244734", "verified_in": "staging",
+         "spec_digest": "sha256:abc", "server": {"kind": "triton"}}), utc_now()).release_id
     return release_id, read_manifest(store, "demo", release_id)
 
 
@@ -173,4 +174,4 @@ def test_an_unreadable_verification_says_why(store: LocalStore) -> None:
     with pytest.raises(VerificationUnreadable, match="holds no stage results"):
         read_verification(store, manifest, release_id)
     with pytest.raises(VerificationUnreadable, match="names no verification blob"):
-        read_verification(store, {"blobs": []}, release_id)
+        read_verification(store, Manifest(), release_id)

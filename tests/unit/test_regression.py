@@ -9,6 +9,8 @@ import pytest
 from pipeline.digest import sha256_bytes
 from pipeline.record import RunRecord
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer
 from pipeline.release.regression import (
     fallbacks_used,
@@ -92,9 +94,9 @@ def live(store: LocalStore) -> tuple[str, str]:
     verification = json.dumps(raw(10.0, 1000.0)).encode()
     digest = sha256_bytes(verification)
     release_id = publish_release(store, "demo", [
-        BlobSource("verification", None, verification, digest)], {"run_id": "r"},
-        utc_now()).release_id
-    move_pointer(store, "demo", "staging", release_id, "promote", "tester")
+        BlobSource("verification", None, verification, digest)],
+        Manifest.from_json({"run_id": "r"}), utc_now()).release_id
+    move_pointer(store, "demo", "staging", release_id, PointerAction.PROMOTE, "tester")
     return release_id, digest
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from pipeline.record import RunRecord
 from pipeline.release.dossier import release_dossier
 from pipeline.release.offline import approver_keys_by_environment
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer
 from pipeline.report.formats import render
 from pipeline.servers.specs import load_spec
@@ -27,9 +28,9 @@ def test_before_and_after_the_move(project: Path) -> None:
     keys = approver_keys_by_environment(load_spec(project / "serve.yaml"))
     live = configured_release(store, b"model-1", 2000, 2, dirty=False)
     for environment in ("staging", "production"):
-        move_pointer(store, NAME, environment, live, "promote", "ci")
+        move_pointer(store, NAME, environment, live, PointerAction.PROMOTE, "ci")
     candidate = configured_release(store, b"model-2", 4000, 2, dirty=False)
-    move_pointer(store, NAME, "staging", candidate, "promote", "ci")
+    move_pointer(store, NAME, "staging", candidate, PointerAction.PROMOTE, "ci")
     sign_approval(store, project, candidate, key="mallory")
     sign_approval(store, project, candidate, key="rita", by="rita <b>&</b>")
 
@@ -41,7 +42,7 @@ def test_before_and_after_the_move(project: Path) -> None:
                                                            ("rita <b>&</b>", True)}
     assert [(m.environment, m.action) for m in before.moves] == [("staging", "promote")]
 
-    move_pointer(store, NAME, "production", candidate, "promote", "ci")
+    move_pointer(store, NAME, "production", candidate, PointerAction.PROMOTE, "ci")
     after = release_dossier(store, NAME, candidate, None, keys)
     assert after.environment == "production"
     assert after.live is not None and after.live.release_id == live   # what it replaced
@@ -101,7 +102,7 @@ def test_the_terminal_shows_the_diff_and_digests_an_approver_signs(project: Path
 
     store = policy_store(project)
     live = configured_release(store, b"model-1", 2000, 2, dirty=False)
-    move_pointer(store, NAME, "production", live, "promote", "ci")
+    move_pointer(store, NAME, "production", live, PointerAction.PROMOTE, "ci")
     candidate = configured_release(store, b"model-2", 2000, 3, dirty=False)
     keys = approver_keys_by_environment(load_spec(project / "serve.yaml"))
     console = Console(file=io.StringIO(), width=200, highlight=False)

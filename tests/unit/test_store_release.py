@@ -7,6 +7,8 @@ import pytest
 from pipeline.digest import deterministic_tar, sha256_bytes
 from pipeline.errors import StoreError, UsageError
 from pipeline.release.manifest import BlobSource, publish_release, read_manifest, utc_now
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer, read_pointer
 from pipeline.release.policy import rollback
 from pipeline.release.store import open_store
@@ -22,7 +24,8 @@ def store(tmp_path: Path) -> LocalStore:
 
 def release(store: LocalStore, payload: bytes, run_id: str = "r") -> str:
     source = BlobSource("model", None, payload, sha256_bytes(payload))
-    return publish_release(store, "demo", [source], {"run_id": run_id}, utc_now()).release_id
+    return publish_release(store, "demo", [source], Manifest.from_json({"run_id": run_id}),
+                           utc_now()).release_id
 
 
 def test_rollback_without_history_is_a_usage_error(store: LocalStore) -> None:
@@ -49,7 +52,7 @@ def test_store_verify_finds_corrupt_blobs_and_dangling_pointers(store: LocalStor
     from pipeline.release.verify import verify_store
 
     first = release(store, b"model-1")
-    move_pointer(store, "demo", "staging", first, "promote", "a")
+    move_pointer(store, "demo", "staging", first, PointerAction.PROMOTE, "a")
     clean = verify_store(store)
     assert clean.problems == [] and clean.manifests == 1 and clean.pointers == 1
     (store.root / "blobs" / "sha256" / sha256_bytes(b"model-1")).write_bytes(b"bad")
@@ -65,8 +68,8 @@ def test_a_manifest_edited_after_promotion_is_refused(store: LocalStore) -> None
 
     first = release(store, b"model-1")
     second = release(store, b"model-2")
-    move_pointer(store, "demo", "staging", first, "promote", "a")
-    move_pointer(store, "demo", "staging", second, "promote", "a")
+    move_pointer(store, "demo", "staging", first, PointerAction.PROMOTE, "a")
+    move_pointer(store, "demo", "staging", second, PointerAction.PROMOTE, "a")
     path = store.root / "releases" / "demo" / f"{first}.json"
     path.write_text(path.read_text().replace('"run_id": "r"', '"run_id": "forged"'))
     with pytest.raises(StoreError, match="changed since it was promoted"):

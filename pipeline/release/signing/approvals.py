@@ -19,6 +19,11 @@ from typing import Any
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.release.manifest import iso, manifest_key, utc_now
 from pipeline.release.pointers import Pointer
+from pipeline.release.signing.approval_record import (
+    Approval,
+    ApprovalPredicate,
+    EnvironmentHead,
+)
 from pipeline.release.signing.attestation import parse_statement, statement, subject_digests
 from pipeline.release.signing.dsse import (
     IN_TOTO_PAYLOAD_TYPE,
@@ -34,10 +39,9 @@ from pipeline.release.store.base import Store
 APPROVAL_PREDICATE = "https://serve-pipeline.dev/attestation/approval/v1"
 
 
-def environment_head(pointer: Pointer) -> dict[str, Any]:
+def environment_head(pointer: Pointer) -> EnvironmentHead:
     last = pointer.events[-1] if pointer.events else None
-    return {"events": len(pointer.events), "last_at": last.get("at") if last else None,
-            "current": pointer.current}
+    return EnvironmentHead(len(pointer.events), last.at if last else None, pointer.current)
 
 
 def approval_keys(store: Store, name: str, environment: str | None = None) -> list[str]:
@@ -47,23 +51,23 @@ def approval_keys(store: Store, name: str, environment: str | None = None) -> li
 
 def write_approval(store: Store, name: str, release_id: str, manifest_sha256: str,
                    environment: str, pointer: Pointer, signer: Signer, by: str,
-                   identity: Mapping[str, Any], note: str = "") -> dict[str, Any]:
+                   identity: Mapping[str, Any], note: str = "") -> Approval:
     """Sign and store (create-only, under audit/) an approval of `release_id` for
     `environment`; returns the stored entry."""
     moment = utc_now()
-    predicate = {"name": name, "release_id": release_id, "environment": environment,
-                 "approved_at": iso(moment), "nonce": secrets.token_hex(16),
-                 "environment_head": environment_head(pointer),
-                 "approver": {"by": by, "keyid": signer.keyid, "identity": dict(identity)},
-                 "note": note}
+    nonce = secrets.token_hex(16)
+    predicate = ApprovalPredicate(
+        name=name, release_id=release_id, environment=environment, approved_at=iso(moment),
+        nonce=nonce, environment_head=environment_head(pointer).to_json(),
+        approver={"by": by, "keyid": signer.keyid, "identity": dict(identity)}, note=note)
     subject = [{"name": manifest_key(name, release_id), "digest": {"sha256": manifest_sha256}}]
-    envelope = sign_envelope(IN_TOTO_PAYLOAD_TYPE, statement(subject, predicate,
-                                                             APPROVAL_PREDICATE), [signer])
-    entry = {"action": "approve", "release_id": release_id, "environment": environment,
-             "name": name, "by": by, "at": predicate["approved_at"], "note": note,
-             "actor": dict(identity), "keyid": signer.keyid, "envelope": envelope.to_json()}
+    envelope = sign_envelope(IN_TOTO_PAYLOAD_TYPE, statement(
+        subject, predicate.to_json(), APPROVAL_PREDICATE), [signer])
+    entry = Approval(release_id=release_id, environment=environment, name=name, by=by,
+                     at=predicate.approved_at, note=note, actor=dict(identity),
+                     keyid=signer.keyid, envelope=envelope.to_json())
     store.create(f"audit/{name}/{moment:%Y%m%dT%H%M%S%fZ}-approve-{environment}-"
-                 f"{str(predicate['nonce'])[:6]}.json", canonical_json(entry))
+                 f"{nonce[:6]}.json", canonical_json(entry.to_json()))
     return entry
 
 
@@ -75,7 +79,7 @@ class ApprovalCheck:
     reason: str | None
     approver: str | None = None
     identities: frozenset[str] = field(default_factory=frozenset)
-    predicate: Mapping[str, Any] = field(default_factory=dict)
+    predicate: ApprovalPredicate | None = None
 
     @property
     def counts(self) -> bool:
@@ -98,49 +102,67 @@ class ApprovalRules:
     where: str = ""
 
 
-def signed_predicate(data: bytes | None, rules: ApprovalRules
-                     ) -> tuple[dict[str, Any] | None, TrustedKey | None, str | None]:
-    """(predicate, key that signed it, None) or (None, None, why it does not count)."""
+def read_approval(data: bytes | None) -> Approval | str:
+    """A stored approval entry, or why it is not one."""
     try:
         entry = json.loads(data or b"")
     except ValueError:
-        return None, None, "not valid JSON"
-    if not isinstance(entry, dict) or "envelope" not in entry:
-        return None, None, "not signed (a hand-written or unsigned approval does not count)"
+        return "not valid JSON"
+    if not isinstance(entry, dict):
+        return "not signed (a hand-written or unsigned approval does not count)"
+    return Approval.from_json(entry)
+
+
+@dataclass(frozen=True)
+class SignedApproval:
+    """An approval whose signature verified: what was signed, over which manifests
+    (subject name -> sha256), and by which trusted key."""
+
+    predicate: ApprovalPredicate
+    subjects: Mapping[str, str]
+    signer: TrustedKey
+
+
+def signed_predicate(data: bytes | None, rules: ApprovalRules) -> SignedApproval | str:
+    """The verified approval, or why it does not count."""
+    entry = read_approval(data)
+    if isinstance(entry, str):
+        return entry
+    if entry.envelope is None:
+        return "not signed (a hand-written or unsigned approval does not count)"
     try:
-        envelope = Envelope.from_json(entry["envelope"])
+        envelope = Envelope.from_json(entry.envelope)
         body = parse_statement(envelope, APPROVAL_PREDICATE)
     except (EnvelopeError, ValueError) as exc:
-        return None, None, f"not a valid signed approval: {exc}"
+        return f"not a valid signed approval: {exc}"
     if not rules.keys:
-        return None, None, f"no approver keys are trusted ({rules.where} approval.keys)"
+        return f"no approver keys are trusted ({rules.where} approval.keys)"
     signers = verified_by(envelope, rules.keys)
     if not signers:
         hinted = {s.keyid for s in envelope.signatures} & {k.keyid for k in rules.keys}
-        return None, None, ("its signature does not verify (forged or altered)" if hinted
-                            else f"signed by a key not trusted in {rules.where} "
-                                 "approval.keys")
-    predicate: dict[str, Any] = body["predicate"]
-    predicate["_manifest"] = subject_digests(body)
-    return predicate, signers[0], None
+        return ("its signature does not verify (forged or altered)" if hinted
+                else f"signed by a key not trusted in {rules.where} approval.keys")
+    return SignedApproval(ApprovalPredicate.from_json(body["predicate"]),
+                          subject_digests(body), signers[0])
 
 
-def binding_problem(predicate: Mapping[str, Any], name: str, release_id: str,
+def binding_problem(signed: SignedApproval, name: str, release_id: str,
                     manifest_sha256: str, environment: str) -> str | None:
     """Why a verified approval is not one for this release, manifest and environment."""
-    if predicate.get("name") != name or predicate.get("release_id") != release_id:
-        return f"is for release {predicate.get('release_id')} of {predicate.get('name')}"
-    if predicate.get("environment") != environment:
-        return f"is for environment {predicate.get('environment')}"
-    approved = predicate.get("_manifest", {}).get(manifest_key(name, release_id))
+    predicate = signed.predicate
+    if predicate.name != name or predicate.release_id != release_id:
+        return f"is for release {predicate.release_id} of {predicate.name}"
+    if predicate.environment != environment:
+        return f"is for environment {predicate.environment}"
+    approved = signed.subjects.get(manifest_key(name, release_id))
     if approved != manifest_sha256:
         return (f"was given for manifest sha256 {str(approved)[:12]}, but the manifest is "
                 f"{manifest_sha256[:12]} now (rewritten after approval)")
     return None
 
 
-def approver_identities(predicate: Mapping[str, Any], key: TrustedKey) -> frozenset[str]:
-    identity = (predicate.get("approver") or {}).get("identity") or {}
+def approver_identities(predicate: ApprovalPredicate, key: TrustedKey) -> frozenset[str]:
+    identity = predicate.approver_identity
     verified = identity.get("verified_identities") if identity.get("verified") else []
     names = {f"key:{key.keyid}", *(str(v) for v in verified or [])}
     if key.owner:
@@ -149,21 +171,22 @@ def approver_identities(predicate: Mapping[str, Any], key: TrustedKey) -> frozen
 
 
 def judge(key: str, data: bytes | None, rules: ApprovalRules, release: tuple[str, str, str],
-          head: Mapping[str, Any] | None, creators: frozenset[str]) -> ApprovalCheck:
+          head: EnvironmentHead | None, creators: frozenset[str]) -> ApprovalCheck:
     """One approval under `rules`, for release (name, id, manifest sha256). `head` is the
     environment's history now (None: do not judge replays, as `verify` does)."""
-    predicate, signer, reason = signed_predicate(data, rules)
-    if predicate is None or signer is None:
-        return ApprovalCheck(key, reason)
+    signed = signed_predicate(data, rules)
+    if isinstance(signed, str):
+        return ApprovalCheck(key, signed)
+    predicate, signer = signed.predicate, signed.signer
     identities = approver_identities(predicate, signer)
-    reason = binding_problem(predicate, *release, rules.environment)
-    if reason is None and head is not None and predicate.get("environment_head") != head:
-        seen = predicate.get("environment_head") or {}
+    reason = binding_problem(signed, *release, rules.environment)
+    if reason is None and head is not None and predicate.environment_head != head.to_json():
+        seen = predicate.environment_head or {}
         reason = (f"was given when {rules.environment} had {seen.get('events')} moves; it has "
-                  f"{head.get('events')} now (replayed or spent: approve again)")
+                  f"{head.events} now (replayed or spent: approve again)")
     if reason is None and rules.approvers and signer.name not in rules.approvers:
         reason = f"key {signer.name} is not among {rules.where} approval.approvers"
-    identity = (predicate.get("approver") or {}).get("identity") or {}
+    identity = predicate.approver_identity
     if reason is None and rules.verified_identity and not identity.get("verified"):
         claimed = identity.get("claimed") or {}
         reason = (f"its approver's identity was not verified (claimed: "

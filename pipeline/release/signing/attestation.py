@@ -15,11 +15,12 @@ from typing import Any
 
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.release.manifest import BlobSource
+from pipeline.release.manifest_record import ATTESTATION_ROLE, Manifest
 from pipeline.release.signing.dsse import IN_TOTO_PAYLOAD_TYPE, Envelope, Signer, sign_envelope
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 RELEASE_PREDICATE = "https://serve-pipeline.dev/attestation/release/v1"
-ATTESTATION_ROLE = "attestation"
+__all__ = ["ATTESTATION_ROLE"]
 
 
 def release_subjects(name: str, blobs: Sequence[tuple[str, str]], spec_digest: str | None,
@@ -36,18 +37,14 @@ def release_subjects(name: str, blobs: Sequence[tuple[str, str]], spec_digest: s
     return subjects
 
 
-def release_predicate(manifest_body: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """Gate results and run facts, from the manifest body publish is about to write."""
-    return {"name": name, "run_id": manifest_body.get("run_id"),
-            "verified_in": manifest_body.get("verified_in"),
-            "spec_digest": manifest_body.get("spec_digest"),
-            "created_by": manifest_body.get("created_by"),
-            "creator": manifest_body.get("created_by_actor"),
-            "server": manifest_body.get("server"),
-            "gates": manifest_body.get("gates", []),
-            "stages": {stage: facts.get("status") for stage, facts
-                       in (manifest_body.get("stages") or {}).items()
-                       if isinstance(facts, Mapping)}}
+def release_predicate(draft: Manifest, name: str) -> dict[str, Any]:
+    """Gate results and run facts, from the manifest publish is about to write."""
+    creator, server = draft.created_by_actor, draft.server
+    return {"name": name, "run_id": draft.run_id, "verified_in": draft.verified_in,
+            "spec_digest": draft.spec_digest, "created_by": draft.created_by,
+            "creator": None if creator is None else dict(creator),
+            "server": None if server is None else dict(server),
+            "gates": [dict(gate) for gate in draft.gates], "stages": draft.stage_statuses()}
 
 
 def statement(subjects: list[dict[str, Any]], predicate: dict[str, Any],
@@ -102,44 +99,34 @@ def subject_digests(body: Mapping[str, Any]) -> dict[str, str]:
     return found
 
 
-def mismatches(manifest: Mapping[str, Any], body: Mapping[str, Any]) -> list[str]:
+def mismatches(manifest: Manifest, body: Mapping[str, Any]) -> list[str]:
     """Where the manifest and its attestation disagree (a manifest rewritten after it was
     attested): subjects, the digests the manifest names, and the recorded gates."""
-    name = str(manifest.get("name"))
-    blobs = [(str(b.get("role")), str(b.get("digest"))) for b in manifest.get("blobs", [])
-             if isinstance(b, Mapping) and b.get("role") != ATTESTATION_ROLE]
-    image = manifest.get("image")
-    image_digest = image.get("digest") if isinstance(image, Mapping) else None
+    blobs = [(b.role, b.digest) for b in manifest.blobs if b.role != ATTESTATION_ROLE]
     expected = {s["name"]: s["digest"]["sha256"] for s in release_subjects(
-        name, blobs, manifest.get("spec_digest"), image_digest if isinstance(
-            image_digest, str) else None)}
+        manifest.name, blobs, manifest.spec_digest, manifest.image_digest)}
     attested = subject_digests(body)
     problems = [f"{subject}: manifest says {digest[:12]}, attestation "
                 f"{attested[subject][:12] if subject in attested else 'has no such subject'}"
                 for subject, digest in expected.items() if attested.get(subject) != digest]
     problems += [f"{subject}: attested but not in the manifest" for subject in attested
                  if subject not in expected]
-    named = {"model": (manifest.get("model") or {}).get("sha256"),
-             "artifact": (manifest.get("artifact") or {}).get("sha256"),
-             "config": (manifest.get("config") or {}).get("sha256")}
+    named = {"model": manifest.model_sha256, "artifact": manifest.artifact_sha256,
+             "config": manifest.config_sha256}
     digests = set(attested.values())
     problems += [f"manifest {field}.sha256 {str(digest)[:12]} is not an attested subject"
                  for field, digest in named.items() if digest and digest not in digests]
-    if canonical_json(manifest.get("gates", [])) != canonical_json(
+    if canonical_json(manifest.to_json().get("gates", [])) != canonical_json(
             body["predicate"].get("gates", [])):
         problems.append("the manifest's gates differ from the attested gate results")
     return problems
 
 
-def attestation_blob(name: str, files: Sequence[BlobSource], body: dict[str, Any],
-                     signer: Signer | None) -> BlobSource:
-    """The attestation over `files` and `body` (the manifest to be), as one more blob to
-    publish; records its summary in `body["attestation"]`."""
-    image = body.get("image")
-    image_digest = image.get("digest") if isinstance(image, Mapping) else None
-    subjects = release_subjects(name, [(f.role, f.digest) for f in files],
-                                body.get("spec_digest"),
-                                image_digest if isinstance(image_digest, str) else None)
-    data, summary = attest(subjects, release_predicate(body, name), signer)
-    body["attestation"] = summary
-    return BlobSource(ATTESTATION_ROLE, None, data, summary["digest"])
+def attestation_blob(name: str, files: Sequence[BlobSource], draft: Manifest,
+                     signer: Signer | None) -> tuple[BlobSource, Manifest]:
+    """The attestation over `files` and `draft` (the manifest to be), as one more blob to
+    publish, and the draft with its summary (`attestation`)."""
+    subjects = release_subjects(name, [(f.role, f.digest) for f in files], draft.spec_digest,
+                                draft.image_digest)
+    data, summary = attest(subjects, release_predicate(draft, name), signer)
+    return BlobSource(ATTESTATION_ROLE, None, data, summary["digest"]), draft.attested(summary)
