@@ -27,14 +27,13 @@ from pipeline.gates.latency import (
     window_plan,
     window_seconds,
 )
-from pipeline.measure.distributed.for_run import load_workers_record
 from pipeline.measure.load_result import merge_windows
 from pipeline.measure.loadgen import LoadResult
+from pipeline.measure.targets import spec_target
 from pipeline.measure.windows import (
     ClosedWindows,
     closed_window,
     closed_windows_until_decided,
-    load_target,
     server_memory,
 )
 from pipeline.outcomes.latency import LatencyOutcome
@@ -43,6 +42,7 @@ from pipeline.spec.models import Spec
 from pipeline.stage_result import Gate, StageResult
 from pipeline.statistics.sequential import WindowRun
 from pipeline.statistics.stability import settled
+from stages._load import load_workers_record, sender_for
 
 NAME = "latency"
 USES_SERVER = True
@@ -53,15 +53,16 @@ def run(ctx: RunContext) -> StageResult:
     spec = ctx.loaded.spec
     stage = spec.stages.latency
     server = ctx.require_server()
-    target = load_target(ctx, server)
-    warmup = closed_window(ctx, server, target, NAME, stage.concurrency, stage.warmup.seconds,
+    target = spec_target(ctx.loaded, server)
+    sender = sender_for(ctx, NAME)
+    warmup = closed_window(sender, server, target, stage.concurrency, stage.warmup.seconds,
                            f"warm-up at concurrency {stage.concurrency}")
     memory_before = memory_growth.baseline(server)
     plan = window_plan(spec)
     window_s = window_seconds(spec, warmup.throughput)
     with memory_growth.RssSampler(lambda: memory_growth.model_processes(server)) as rss:
         measured_windows = closed_windows_until_decided(
-            ctx, server, target, NAME,
+            sender, server, target, stage.concurrency,
             lambda windows, alpha: judge_windows(spec, windows, merge_windows(windows),
                                                  window_s, alpha),
             client_limited, plan, window_s)

@@ -15,6 +15,7 @@ from typing import Any
 from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.errors import ServerError, StoreError, UsageError
+from pipeline.measure.targets import spec_target
 from pipeline.regression.gates import (
     live_release_absent,
     live_release_failed,
@@ -25,12 +26,19 @@ from pipeline.regression.gates import (
 from pipeline.regression.live_serving import LiveUnservable, serve_live
 from pipeline.regression.paired import PairedVerdict
 from pipeline.regression.settings import paired_settings
-from pipeline.regression.side_by_side import CANDIDATE, LIVE, ServerDied, measure_side_by_side
+from pipeline.regression.side_by_side import (
+    CANDIDATE,
+    LIVE,
+    ServerDied,
+    SideBySideLoad,
+    measure_side_by_side,
+)
 from pipeline.release.manifest import read_manifest
 from pipeline.release.regression import live_release
 from pipeline.release.store import store_for
 from pipeline.servers.base import ModelServer
 from pipeline.stage_result import StageResult, Status
+from stages._load import sender_for
 
 NAME = "regression"
 USES_SERVER = True
@@ -83,10 +91,14 @@ def _measured(ctx: RunContext, release_id: str, live_server: ModelServer, cold_s
     stage = ctx.loaded.spec.stages.regression
     settings = paired_settings(stage)
     started = time.monotonic()
+    latency = ctx.loaded.spec.stages.latency
+    load = SideBySideLoad(sender_for(ctx, NAME), latency.concurrency, latency.warmup.seconds,
+                          stage.window.seconds)
+    servers = {CANDIDATE: ctx.require_server(), LIVE: live_server}
+    targets = {who: spec_target(ctx.loaded, server) for who, server in servers.items()}
     try:
-        side = measure_side_by_side(
-            ctx, {CANDIDATE: ctx.require_server(), LIVE: live_server}, settings,
-            stage.window.seconds, lambda text: ctx.progress(NAME, 0, 1, text))
+        side = measure_side_by_side(load, servers, targets, settings,
+                                    lambda text: ctx.progress(NAME, 0, 1, text))
     except ServerDied as exc:
         if exc.who == LIVE:
             return _failed(f"live release {release_id} died: {exc}", details)

@@ -9,16 +9,18 @@ from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.gates.capacity import capacity_gate
 from pipeline.measure.capacity_steps import measure_capacity
-from pipeline.measure.distributed.for_run import load_workers_record
 from pipeline.measure.distributed.merge import behind
 from pipeline.measure.loadgen import Target
-from pipeline.measure.windows import burst_window, closed_window, load_target
+from pipeline.measure.sender import LoadSender
+from pipeline.measure.targets import spec_target
+from pipeline.measure.windows import burst_window, closed_window
 from pipeline.outcomes.saturation import SaturationOutcome
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import SaturationStage, SloSpec
 from pipeline.stage_result import Gate, StageResult, Status
 from pipeline.statistics.capacity import CapacitySearch
 from pipeline.statistics.knee import KneeSearch, ProbeOutcome, find_knee
+from stages._load import load_workers_record, sender_for
 
 NAME = "saturation"
 USES_SERVER = True
@@ -30,10 +32,11 @@ def run(ctx: RunContext) -> StageResult:
     if not stage.enabled:
         return StageResult(NAME, Status.SKIPPED, "stages.saturation.enabled is false")
     server = ctx.require_server()
-    target = load_target(ctx, server)
+    target = spec_target(ctx.loaded, server)
+    sender = sender_for(ctx, NAME)
 
     def probe(concurrency: int) -> ProbeOutcome:
-        window = closed_window(ctx, server, target, NAME, concurrency,
+        window = closed_window(sender, server, target, concurrency,
                                stage.probe_duration.seconds, f"probe at concurrency {concurrency}")
         summary = window.summary()
         passed = (summary[m.P99_MS] <= slo.p99.ms
@@ -49,7 +52,8 @@ def run(ctx: RunContext) -> StageResult:
     best = search.best
     message = _knee_message(search)
     if best is not None and stage.capacity.enabled:
-        capacity = measure_capacity(ctx, server, target, stage, slo, best.throughput_rps)
+        capacity = measure_capacity(sender, server, target, stage, slo, best.throughput_rps,
+                                    spec.stages.latency.verdict.confidence.fraction)
         text, measured = _record_capacity(capacity, measured, details)
         message += "; " + text
         gate = capacity_gate(capacity, slo.min_throughput.per_second
@@ -57,7 +61,7 @@ def run(ctx: RunContext) -> StageResult:
         if gate is not None:
             gates.append(gate)
     if stage.burst is not None and best is not None:
-        text, measured = _burst(ctx, server, target, stage, measured, details)
+        text, measured = _burst(sender, server, target, stage, measured, details)
         message += text
     message += _load_workers(ctx, details)
     if best is None:
@@ -142,12 +146,12 @@ def _record_capacity(search: CapacitySearch, measured: SaturationOutcome,
             f"({why}{search.stop_reason})"), measured
 
 
-def _burst(ctx: RunContext, server: ModelServer, target: Target, stage: SaturationStage,
+def _burst(sender: LoadSender, server: ModelServer, target: Target, stage: SaturationStage,
            measured: SaturationOutcome, details: dict[str, Any],
            ) -> tuple[str, SaturationOutcome]:
     burst = stage.burst
     assert burst is not None
-    outcome, base = burst_window(ctx, server, target, NAME, burst)
+    outcome, base = burst_window(sender, server, target, burst)
     during = outcome.phases["burst"].summary()
     before = outcome.phases["before"].summary()
     measured = replace(measured, burst_rate_rps=burst.rate.per_second,

@@ -15,23 +15,29 @@ from typing import Any
 
 from pipeline import metric_names as m
 from pipeline.compare.plan import Window
-from pipeline.context import RunContext
 from pipeline.errors import ServerError
 from pipeline.measure.loadgen import LoadResult, Target
+from pipeline.measure.sender import LoadSender
 from pipeline.measure.windows import closed_window, server_memory
 from pipeline.servers.base import ModelServer, ServerStats
-
-STAGE = "compare"
+from pipeline.spec.models import LoadedSpec
 
 
 @dataclass
 class Contender:
-    """A server that passed start, readiness and parity, ready to be measured."""
+    """A server that passed start, readiness and parity, ready to be measured with its
+    kind's spec."""
 
     kind: str
-    ctx: RunContext
+    loaded: LoadedSpec
     server: ModelServer
     target: Target
+
+    def window(self, concurrency: int, duration_s: float, label: str) -> LoadResult:
+        """One closed-loop window from this process (its requests time out at the latency
+        stage's request timeout); ServerError if the server dies meanwhile."""
+        sender = LoadSender(self.loaded.spec.stages.latency.request_timeout.seconds)
+        return closed_window(sender, self.server, self.target, concurrency, duration_s, label)
 
 
 @dataclass(frozen=True)
@@ -74,11 +80,10 @@ def measure(contenders: Mapping[str, Contender], plan: list[Window], window_s: f
     measured = Measured()
     before: dict[str, ServerStats] = {}
     for kind, contender in contenders.items():
-        latency = contender.ctx.loaded.spec.stages.latency
+        latency = contender.loaded.spec.stages.latency
         announce(f"{kind}: warm-up at concurrency {latency.concurrency} for {latency.warmup}")
         try:
-            closed_window(contender.ctx, contender.server, contender.target, STAGE,
-                          latency.concurrency, latency.warmup.seconds, "warm-up")
+            contender.window(latency.concurrency, latency.warmup.seconds, "warm-up")
         except ServerError as exc:
             measured.died[kind] = f"during the warm-up: {exc}"
             continue
@@ -92,9 +97,8 @@ def measure(contenders: Mapping[str, Contender], plan: list[Window], window_s: f
                  f"{window.concurrency} (round {window.round + 1})")
         started = time.monotonic() - origin
         try:
-            result = closed_window(contender.ctx, contender.server, contender.target, STAGE,
-                                   window.concurrency, window_s,
-                                   f"{window.kind} c={window.concurrency}")
+            result = contender.window(window.concurrency, window_s,
+                                      f"{window.kind} c={window.concurrency}")
         except ServerError as exc:
             measured.died[window.kind] = str(exc)
             continue
@@ -112,7 +116,7 @@ def measure(contenders: Mapping[str, Contender], plan: list[Window], window_s: f
 
 def _keep(measured: Measured, contender: Contender, window: Window, result: LoadResult,
           started_s: float) -> None:
-    slo = contender.ctx.loaded.spec.slo
+    slo = contender.loaded.spec.slo
     summary = result.summary()
     measured.windows.append(WindowResult(
         window.index, window.round, window.kind, window.concurrency, round(started_s, 3),

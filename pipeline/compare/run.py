@@ -18,9 +18,8 @@ from pipeline.compare.measure import Contender, Measured, measure
 from pipeline.compare.plan import interleaved, load_points
 from pipeline.compare.summary import compute_units, failure_path, server_figures, verdict_and_plan
 from pipeline.compare.translate import Translated, settings, translate
-from pipeline.context import RunContext
 from pipeline.errors import PipelineError, UsageError
-from pipeline.measure.windows import load_target
+from pipeline.measure.targets import spec_target
 from pipeline.record import runs_dir
 from pipeline.release.manifest import iso, utc_now
 from pipeline.runner import new_run_id
@@ -144,9 +143,7 @@ def _prepare(item: Translated, run_dir: Path, env: Mapping[str, str], resources:
         entry.update(status="failed", failed_at="parity", message=result.message)
         return None
     entry["message"] = result.message
-    ctx = RunContext(loaded=item.loaded, run_id=run_dir.name, run_dir=folder, env=dict(env),
-                     resources=resources)
-    return Contender(kind, ctx, served.server, load_target(ctx, served.server))
+    return Contender(kind, item.loaded, served.server, spec_target(item.loaded, served.server))
 
 
 def _record(loaded: LoadedSpec, run_id: str, kinds: tuple[str, str],

@@ -7,10 +7,11 @@ import asyncio
 import math
 from dataclasses import replace
 
-from pipeline.context import RunContext
+from pipeline.errors import ServerError
 from pipeline.measure.drain import until_prompt
 from pipeline.measure.loadgen import HardEnd, LoadResult, Phase, Target
 from pipeline.measure.open_loop import OpenLoopResult
+from pipeline.measure.sender import LoadSender
 from pipeline.measure.windows import open_window
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import SaturationStage, SloSpec
@@ -19,8 +20,6 @@ from pipeline.statistics.capacity import Drained
 from pipeline.statistics.capacity_hold import Block
 from pipeline.statistics.order_stats import quantile_interval_us, samples_for_upper_bound
 
-# The progress view shows the steps under this stage.
-STAGE = "saturation"
 # A capacity step's requests time out at this multiple of slo.p99. Any timeout above the
 # SLO gives the same p99 verdict (failures are censored at it, above the SLO either way);
 # a few times the SLO still tells a slow answer from none, and bounds each step.
@@ -35,20 +34,21 @@ MAX_STEP_IN_FLIGHT = 512
 MIN_STEP_IN_FLIGHT = 32
 
 
-def measure_capacity(ctx: RunContext, server: ModelServer, target: Target,
-                     stage: SaturationStage, slo: SloSpec,
-                     knee_rps: float) -> capacity.CapacitySearch:
-    """The capacity search's open-loop steps and backlog waits against `server`."""
+def measure_capacity(sender: LoadSender, server: ModelServer, target: Target,
+                     stage: SaturationStage, slo: SloSpec, knee_rps: float,
+                     confidence: float) -> capacity.CapacitySearch:
+    """The capacity search's open-loop steps and backlog waits against `server`, its
+    verdicts at `confidence`. A step's requests time out at the sooner of a few times the
+    SLO and the sender's timeout; ServerError if the server is gone at the end."""
     limits = capacity.Limits(slo.p99.ms, slo.error_rate.fraction)
-    request_timeout_s = ctx.loaded.spec.stages.latency.request_timeout.seconds
+    request_timeout_s = sender.timeout_s
     timeout_s = min(STEP_TIMEOUT_SLO_MULTIPLE * slo.p99.seconds, request_timeout_s)
-    confidence = ctx.loaded.spec.stages.latency.verdict.confidence.fraction
     limits = replace(limits, confidence=confidence)
     threshold = slo.min_throughput.per_second if slo.min_throughput is not None else None
 
     def step(rate: float, duration_s: float, hold: bool) -> capacity.StepOutcome:
         parts = hold_blocks if hold else 2
-        outcome = open_window(ctx, server, target, STAGE, step_phases(rate, duration_s, parts),
+        outcome = open_window(sender, server, target, step_phases(rate, duration_s, parts),
                               f"capacity {'hold' if hold else 'step'} at {rate:.0f}/s",
                               "constant", timeout_s=timeout_s, hard_end=HardEnd(
                                   duration_s + timeout_s, min(duration_s, request_timeout_s),
@@ -60,14 +60,15 @@ def measure_capacity(ctx: RunContext, server: ModelServer, target: Target,
 
     def settle() -> Drained:
         # Bounded by the longest wait the spec accepts for one request.
-        ctx.progress(STAGE, 0.0, request_timeout_s, "waiting for the backlog to drain")
+        sender.progress(0.0, request_timeout_s, "waiting for the backlog to drain")
         return asyncio.run(until_prompt(target, slo.p99.seconds, request_timeout_s))
 
     settings = search_settings(stage, timeout_s, confidence, knee_rps, threshold)
     hold_blocks = settings.blocks
     search = capacity.find_capacity(step, settle, knee_rps, settings, threshold_rps=threshold,
                                     limits=limits)
-    ctx.require_server()
+    if not server.alive():
+        raise ServerError(server.describe_death())
     return search
 
 

@@ -1,4 +1,5 @@
-"""Measurement windows against a running server: the glue between stages and load."""
+"""Measurement windows against a running server: closed-loop, open-loop and burst windows,
+sent by a `LoadSender`, and the memory of the server's process tree."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
-from pipeline.context import RunContext
 from pipeline.errors import ServerError
-from pipeline.measure.distributed.for_run import cluster_for, workers_for
 from pipeline.measure.gpu import gpu_memory_mb
 from pipeline.measure.loadgen import (
     HardEnd,
@@ -23,60 +22,47 @@ from pipeline.measure.loadgen import (
 )
 from pipeline.measure.loadgen import open_loop as run_open_loop
 from pipeline.measure.memory import process_tree_memory
-from pipeline.model.tensors import load_samples, take
+from pipeline.measure.sender import LoadSender
 from pipeline.servers.base import ModelServer, ServerStats
 from pipeline.spec.models import BurstSpec
 from pipeline.statistics.sequential import LookT, WindowPlan, WindowRun, run_windows
 
 
-def load_target(ctx: RunContext, server: ModelServer) -> Target:
-    spec = ctx.loaded.spec
-    samples = load_samples(spec.model, spec.stages.parity, ctx.loaded.workspace)
-    batch = take(samples, spec.stages.latency.batch_size)
-    if spec.stages.latency.protocol == "grpc":
-        request = server.grpc_request(batch)
-        if request is None:
-            raise ServerError(f"{server.kind} is not measured over gRPC")
-        return request
-    return server.infer_request(batch)
-
-
-def closed_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
-                  concurrency: int, duration_s: float, label: str) -> LoadResult:
+def closed_window(sender: LoadSender, server: ModelServer, target: Target, concurrency: int,
+                  duration_s: float, label: str) -> LoadResult:
     """One closed-loop window; ServerError with the server's log if it dies meanwhile."""
-    timeout = ctx.loaded.spec.stages.latency.request_timeout.seconds
 
     def tick(elapsed: float) -> None:
-        ctx.progress(stage, min(elapsed, duration_s), duration_s, label)
+        sender.progress(min(elapsed, duration_s), duration_s, label)
 
-    cluster = cluster_for(ctx, stage)
+    shards = sender.shards
     try:
-        if cluster is not None:
-            return cluster.closed_window(workers_for(ctx, stage), stage, target, concurrency,
-                                         duration_s, timeout, label,
-                                         should_stop=lambda: not server.alive(), tick=tick)
-        return asyncio.run(closed_loop(target, concurrency, duration_s, timeout,
+        if shards is not None:
+            return shards.cluster.closed_window(shards.workers, shards.row, target, concurrency,
+                                                duration_s, sender.timeout_s, label,
+                                                should_stop=lambda: not server.alive(),
+                                                tick=tick)
+        return asyncio.run(closed_loop(target, concurrency, duration_s, sender.timeout_s,
                                        should_stop=lambda: not server.alive(), tick=tick))
     except LoadAborted:
         raise ServerError(f"during {label}: {server.describe_death()}") from None
 
 
 def closed_windows_until_decided(
-        ctx: RunContext, server: ModelServer, target: Target, stage: str,
+        sender: LoadSender, server: ModelServer, target: Target, concurrency: int,
         look: Callable[[list[LoadResult], float], LookT],
         client_limited: Callable[[LoadResult], str | None],
         plan: WindowPlan, window_s: float) -> ClosedWindows[LookT]:
     """The latency stage's closed-loop windows until a look is decided (or the cap); see
     pipeline.statistics.sequential. With the server's counter deltas over exactly those windows,
     each window `window_s` long, and each window's (start, end, requests)."""
-    settings = ctx.loaded.spec.stages.latency
     snapshots: list[ServerStats] = [server.stats()]
     spans: list[tuple[float, float, int]] = []
 
     def window(index: int) -> LoadResult:
         started = time.perf_counter()
-        result = closed_window(ctx, server, target, stage, settings.concurrency, window_s,
-                               f"window {index + 1} at concurrency {settings.concurrency}")
+        result = closed_window(sender, server, target, concurrency, window_s,
+                               f"window {index + 1} at concurrency {concurrency}")
         spans.append((started, time.perf_counter(), result.requests))
         snapshots.append(server.stats())
         return result
@@ -93,26 +79,25 @@ class ClosedWindows(Generic[LookT]):
     spans: list[tuple[float, float, int]]
 
 
-def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
+def open_window(sender: LoadSender, server: ModelServer, target: Target,
                 phases: Sequence[Phase], label: str, arrivals: str,
                 timeout_s: float | None = None, hard_end: HardEnd | None = None,
                 max_in_flight: int = 2048) -> OpenLoopResult:
-    """One open-loop window; requests time out after `timeout_s` (default: the spec's
-    request timeout), and the window ends by `hard_end` (see HardEnd)."""
-    timeout = timeout_s if timeout_s is not None else \
-        ctx.loaded.spec.stages.latency.request_timeout.seconds
+    """One open-loop window; requests time out after `timeout_s` (default: the sender's),
+    and the window ends by `hard_end` (see HardEnd)."""
+    timeout = timeout_s if timeout_s is not None else sender.timeout_s
     total = sum(phase.duration_s for phase in phases)
 
     def tick(elapsed: float) -> None:
-        ctx.progress(stage, min(elapsed, total), total, label)
+        sender.progress(min(elapsed, total), total, label)
 
-    cluster = cluster_for(ctx, stage)
+    shards = sender.shards
     try:
-        if cluster is not None:
-            return cluster.open_window(workers_for(ctx, stage), stage, target, phases, timeout,
-                                       label, max_in_flight, arrivals,
-                                       should_stop=lambda: not server.alive(), tick=tick,
-                                       hard_end=hard_end)
+        if shards is not None:
+            return shards.cluster.open_window(shards.workers, shards.row, target, phases,
+                                              timeout, label, max_in_flight, arrivals,
+                                              should_stop=lambda: not server.alive(),
+                                              tick=tick, hard_end=hard_end)
         return asyncio.run(run_open_loop(target, phases, timeout, arrivals=arrivals,
                                          should_stop=lambda: not server.alive(), tick=tick,
                                          hard_end=hard_end, max_in_flight=max_in_flight))
@@ -120,7 +105,7 @@ def open_window(ctx: RunContext, server: ModelServer, target: Target, stage: str
         raise ServerError(f"during {label}: {server.describe_death()}") from None
 
 
-def burst_window(ctx: RunContext, server: ModelServer, target: Target, stage: str,
+def burst_window(sender: LoadSender, server: ModelServer, target: Target,
                  burst: BurstSpec) -> tuple[OpenLoopResult, float]:
     """The low -> high -> low open-loop test ("before", "burst", "after"); and the base
     rate (default: a tenth of the burst rate)."""
@@ -130,7 +115,7 @@ def burst_window(ctx: RunContext, server: ModelServer, target: Target, stage: st
     phases = [Phase("before", base, settle),
               Phase("burst", burst.rate.per_second, burst.duration.seconds),
               Phase("after", base, after)]
-    outcome = open_window(ctx, server, target, stage, phases,
+    outcome = open_window(sender, server, target, phases,
                           f"burst {burst.rate} for {burst.duration}", burst.arrivals)
     return outcome, base
 

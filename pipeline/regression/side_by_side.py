@@ -15,10 +15,11 @@ from typing import Any
 
 from pipeline import metric_names as m
 from pipeline.compare.plan import Window, interleaved, is_interleaved
-from pipeline.context import RunContext
 from pipeline.errors import ServerError
 from pipeline.measure.load_result import LoadResult
-from pipeline.measure.windows import closed_window, load_target
+from pipeline.measure.loadgen import Target
+from pipeline.measure.sender import LoadSender
+from pipeline.measure.windows import closed_window
 from pipeline.regression.paired import (
     PairedRound,
     PairedSettings,
@@ -28,7 +29,6 @@ from pipeline.regression.paired import (
 )
 from pipeline.servers.base import ModelServer
 
-STAGE = "regression"
 CANDIDATE, LIVE = "candidate", "live"
 
 
@@ -63,13 +63,24 @@ def figures(result: LoadResult) -> WindowFigures:
                          result.completed + result.error_count)
 
 
-def measure_side_by_side(ctx: RunContext, servers: dict[str, ModelServer],
-                         settings: PairedSettings, window_s: float,
+@dataclass(frozen=True)
+class SideBySideLoad:
+    """The load both servers get: from `sender`, at `concurrency`, in windows of `window_s`
+    after a warm-up of `warmup_s` (the latency stage's)."""
+
+    sender: LoadSender
+    concurrency: int
+    warmup_s: float
+    window_s: float
+
+
+def measure_side_by_side(load: SideBySideLoad, servers: dict[str, ModelServer],
+                         targets: dict[str, Target], settings: PairedSettings,
                          announce: Callable[[str], None]) -> SideBySide:
-    """`servers`: the candidate and the live release, both ready. ServerDied when one dies."""
-    concurrency = ctx.loaded.spec.stages.latency.concurrency
-    targets = {who: load_target(ctx, server) for who, server in servers.items()}
-    _warm_up(ctx, servers, targets, concurrency)
+    """`servers`: the candidate and the live release, both ready, each sent its `targets`
+    request. ServerDied when one dies."""
+    concurrency, window_s = load.concurrency, load.window_s
+    _warm_up(load, servers, targets)
     plan = interleaved((CANDIDATE, LIVE), [concurrency], settings.schedule.max_rounds)
     windows: list[dict[str, Any]] = []
     total = [0.0]
@@ -77,7 +88,7 @@ def measure_side_by_side(ctx: RunContext, servers: dict[str, ModelServer],
     def one(window: Window) -> WindowFigures:
         announce(f"round {window.round + 1}: {window.kind} at concurrency {concurrency}")
         try:
-            result = closed_window(ctx, servers[window.kind], targets[window.kind], STAGE,
+            result = closed_window(load.sender, servers[window.kind], targets[window.kind],
                                    concurrency, window_s,
                                    f"round {window.round + 1}: {window.kind}")
         except ServerError as exc:
@@ -97,14 +108,14 @@ def measure_side_by_side(ctx: RunContext, servers: dict[str, ModelServer],
     return SideBySide(verdict, windows, total[0])
 
 
-def _warm_up(ctx: RunContext, servers: dict[str, ModelServer], targets: dict[str, Any],
-             concurrency: int) -> None:
+def _warm_up(load: SideBySideLoad, servers: dict[str, ModelServer],
+             targets: dict[str, Target]) -> None:
     """The live release starts cold: it gets the latency stage's warm-up; the candidate,
     warm from the stages before, a short one so that both start from served traffic."""
-    warmup = ctx.loaded.spec.stages.latency.warmup.seconds
+    warmup = load.warmup_s
     for who, seconds in ((LIVE, warmup), (CANDIDATE, min(warmup, 1.0))):
         try:
-            closed_window(ctx, servers[who], targets[who], STAGE, concurrency, seconds,
+            closed_window(load.sender, servers[who], targets[who], load.concurrency, seconds,
                           f"{who}: warm-up")
         except ServerError as exc:
             raise ServerDied(who, f"during the warm-up: {exc}") from None

@@ -43,13 +43,6 @@ def preflight(loaded: LoadedSpec, env: Mapping[str, str]) -> None:
     require_ready(loaded, env, TUNE_SCOPE)
 
 
-def measuring_context(loaded: LoadedSpec, run_dir: Path, env: Mapping[str, str],
-                      resources: ExitStack, progress: Progress = no_progress) -> RunContext:
-    """A RunContext for the measure/ helpers (closed_window, load_target)."""
-    return RunContext(loaded=loaded, run_id=run_dir.name, run_dir=run_dir, env=dict(env),
-                      resources=resources, progress=progress)
-
-
 @dataclass
 class ServingSession:
     """The server(s) of one tune run: one process reconfigured in place where the server

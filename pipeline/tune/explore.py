@@ -8,21 +8,22 @@ between mixed ones, which is what separates the per-batch from the per-item comp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.context import Progress, no_progress
-from pipeline.measure.windows import closed_window, load_target, server_memory
+from pipeline.measure.sender import LoadSender
+from pipeline.measure.targets import spec_target
+from pipeline.measure.windows import closed_window, server_memory
 from pipeline.servers import server_kind
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import LoadedSpec
-from pipeline.tune.adapters import measuring_context
 from pipeline.tune.model import Observation
 from pipeline.tune.space import Config
 
 WARMUP_S = 0.5
+# The progress view shows the exploration's windows under this name.
+PROGRESS_ROW = "explore"
 # Enough to fill the largest batches of two instances; more only queues (and times out).
 MAX_CONCURRENCY = 64
 
@@ -51,26 +52,29 @@ def plan_for(space: list[Config], window_s: float) -> list[ExplorePlan]:
 
 
 def explore(server: ModelServer, loaded: LoadedSpec, plan: ExplorePlan, run_dir: Path,
-            env: Mapping[str, str], progress: Progress = no_progress) -> list[Observation]:
+            progress: Progress = no_progress) -> list[Observation]:
     """Measure the plan's windows on a server already serving `plan.config`."""
     candidate = plan.config.applied(loaded)
     per_request = server_kind(candidate.spec.server.kind).tuning.compute_per_request
     run_dir.mkdir(parents=True, exist_ok=True)
-    with ExitStack() as resources:
-        ctx = measuring_context(candidate, run_dir, env, resources, progress)
-        target = load_target(ctx, server)
-        top = max(plan.concurrencies)
-        closed_window(ctx, server, target, "explore", top, WARMUP_S, "exploration warm-up")
-        observations = []
-        for concurrency in plan.concurrencies:
-            before = server.stats()
-            window = closed_window(ctx, server, target, "explore", concurrency, plan.window_s,
-                                   f"{plan.config.label} at concurrency {concurrency}")
-            delta = server.stats().since(before)
-            observations.append(_observation(plan.config, concurrency, window.summary(),
-                                             delta.batch_executions, delta.window_metrics(),
-                                             per_request))
-        memory, _ = server_memory(server)
+
+    def shown(done_s: float, total_s: float, label: str) -> None:
+        progress(PROGRESS_ROW, done_s, total_s, label)
+
+    sender = LoadSender(candidate.spec.stages.latency.request_timeout.seconds, shown)
+    target = spec_target(candidate, server)
+    top = max(plan.concurrencies)
+    closed_window(sender, server, target, top, WARMUP_S, "exploration warm-up")
+    observations = []
+    for concurrency in plan.concurrencies:
+        before = server.stats()
+        window = closed_window(sender, server, target, concurrency, plan.window_s,
+                               f"{plan.config.label} at concurrency {concurrency}")
+        delta = server.stats().since(before)
+        observations.append(_observation(plan.config, concurrency, window.summary(),
+                                         delta.batch_executions, delta.window_metrics(),
+                                         per_request))
+    memory, _ = server_memory(server)
     last = observations[-1]
     observations[-1] = Observation(**{**last.__dict__, "rss_mb": memory.get("server_rss_mb"),
                                       "gpu_mb": memory.get("server_gpu_mb")})

@@ -152,7 +152,7 @@ def run_tune(loaded: LoadedSpec, run_dir: Path, env: Mapping[str, str],
     session = ServingSession(loaded, run_dir / "servers", env, model_control=True)
     report(f"search space: {len(space)} configs; budget {settings.budget_s:.0f}s")
     try:
-        _explore_all(session, loaded, outcome, settings, budget, run_dir, env, report, progress)
+        _explore_all(session, loaded, outcome, settings, budget, run_dir, report, progress)
         outcome.explore_s = budget.spent()
         _predict_all(loaded, outcome, settings)
         _verify_best(session, loaded, outcome, settings, budget, run_dir, env, report, progress)
@@ -166,7 +166,7 @@ def run_tune(loaded: LoadedSpec, run_dir: Path, env: Mapping[str, str],
 
 def _explore_all(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcome,
                  settings: TuneSettings, budget: Budget, run_dir: Path,
-                 env: Mapping[str, str], report: Report, progress: Progress) -> None:
+                 report: Report, progress: Progress) -> None:
     for plan in plan_for(outcome.space, settings.explore_window_s):
         if outcome.fits and budget.left() <= 0:
             outcome.budget_exhausted = True
@@ -176,7 +176,7 @@ def _explore_all(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutco
                f"{', '.join(map(str, plan.concurrencies))}")
         try:
             server = session.serve(plan.config)
-            seen = explore(server, loaded, plan, run_dir / "explore", env, progress)
+            seen = explore(server, loaded, plan, run_dir / "explore", progress)
         except PipelineError as exc:
             outcome.exploration_failures[plan.config.label] = str(exc)
             report(f"  failed: {exc}")

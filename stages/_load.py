@@ -1,18 +1,31 @@
-"""Which stages of a run send their load from several workers, and the run's Ray cluster."""
+"""What the stages that send load read from their run: each request's timeout, the
+progress view, and the run's Ray load cluster for a stage sent from several workers.
+A helper of the stages, not a stage (the runner's STAGES lists those)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pipeline.context import RunContext
 from pipeline.measure.distributed.ray_support import require_ray
 from pipeline.measure.distributed.reach import unreachable
-from pipeline.measure.distributed.run import LoadCluster
+from pipeline.measure.distributed.run import LoadCluster, LoadWorkerLost
 from pipeline.measure.distributed.shard import resolve_workers
-
-if TYPE_CHECKING:
-    from pipeline.context import RunContext
+from pipeline.measure.sender import LoadSender, Shards
 
 DISTRIBUTED_STAGES = ("latency", "saturation")
+
+
+def sender_for(ctx: RunContext, stage: str) -> LoadSender:
+    """How `stage` sends its windows: the latency stage's request timeout, progress shown
+    under `stage`, from the run's load workers when the stage has more than one."""
+
+    def progress(done_s: float, total_s: float, label: str) -> None:
+        ctx.progress(stage, done_s, total_s, label)
+
+    workers = workers_for(ctx, stage)
+    shards = None if workers == 1 else Shards(_cluster(ctx, stage, workers), workers, stage)
+    return LoadSender(ctx.loaded.spec.stages.latency.request_timeout.seconds, progress, shards)
 
 
 def workers_for(ctx: RunContext, stage: str) -> int:
@@ -22,17 +35,12 @@ def workers_for(ctx: RunContext, stage: str) -> int:
     return resolve_workers(getattr(ctx.loaded.spec.stages, stage).workers)
 
 
-def cluster_for(ctx: RunContext, stage: str) -> LoadCluster | None:
-    """The run's load cluster when `stage` has more than one worker; started on first use
-    and ended with the run's resources. UsageError (exit 2) when Ray is not installed."""
-    workers = workers_for(ctx, stage)
-    if workers == 1:
-        return None
+def _cluster(ctx: RunContext, stage: str, workers: int) -> LoadCluster:
+    """The run's load cluster, started on first use and ended with the run's resources.
+    UsageError (exit 2) when Ray is not installed."""
     require_ray(f"stages.{stage}.workers", workers)
     cluster = ctx.run_scoped(LoadCluster)
     if cluster is None:
-        from pipeline.measure.distributed.run import LoadWorkerLost
-
         most = max(workers_for(ctx, name) for name in DISTRIBUTED_STAGES)
         address = ctx.ray_address or ctx.env.get("RAY_ADDRESS") or None
         why = unreachable(address) if address else None
