@@ -22,7 +22,7 @@ from pipeline.measure.supervise import LoadAborted, Tick, no_tick
 from pipeline.measure.windows import closed_window, open_window
 from pipeline.measure.wire.transport import Target
 from pipeline.servers.base import ModelServer
-from pipeline.spec.loading import load_spec
+from pipeline.servers.specs import load_spec
 from pipeline.spec.models import LoadedSpec
 from stages._load import sender_for
 
