@@ -126,6 +126,17 @@ def port_names_known(kind: KindSpec) -> Rule:
     return rule
 
 
+def delay_in_whole(unit: str, units: str, why: str) -> Rule:
+    """max_queue_delay must be a whole number of `unit` (`units` in words): the kind's
+    config counts it so, and rounding would change the latency measured."""
+    def rule(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+        delay = spec.server.batching.max_queue_delay
+        if delay.exact_in(unit) is None:
+            yield (("server", "batching", "max_queue_delay"),
+                   f"{delay} is not a whole number of {units}{why}")
+    return rule
+
+
 def onnx_model_is_onnx(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
     if spec.model.format == "onnx" and spec.model.source.path is not None \
             and not spec.model.source.path.endswith(".onnx"):

@@ -10,7 +10,7 @@ from pipeline.spec.kind_specs import KindSpec
 from pipeline.spec.models import Spec
 from pipeline.spec.positions import PositionedDocument
 from pipeline.spec.problems import Problem
-from pipeline.spec.rules import docker_backend_serves_format
+from pipeline.spec.rules import delay_in_whole, docker_backend_serves_format
 
 
 def runs_as_a_process(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
@@ -26,13 +26,9 @@ def no_backend(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]
                "in its Python workers (leave it out)")
 
 
-def delay_in_milliseconds(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
-    delay = spec.server.batching.max_queue_delay
-    if delay.exact_in("ms") is None:
-        yield (("server", "batching", "max_queue_delay"),
-               f"{delay} is not a whole number of milliseconds: "
-               "TorchServe's maxBatchDelay counts milliseconds, and rounding would change "
-               "the latency you measured")
+delay_in_milliseconds = delay_in_whole(
+    "ms", "milliseconds", ": TorchServe's maxBatchDelay counts milliseconds, and rounding "
+    "would change the latency you measured")
 
 
 def load_over_http(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:

@@ -10,7 +10,7 @@ from pipeline.spec.kind_specs import KindSpec
 from pipeline.spec.models import Spec
 from pipeline.spec.positions import PositionedDocument
 from pipeline.spec.problems import Problem
-from pipeline.spec.rules import docker_backend_serves_format
+from pipeline.spec.rules import delay_in_whole, docker_backend_serves_format
 
 
 def local_backend_is_python(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
@@ -21,12 +21,8 @@ def local_backend_is_python(spec: Spec, _: PositionedDocument, __: Path) -> Iter
                "which runs TorchScript, eager and ONNX models")
 
 
-def delay_in_microseconds(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
-    delay = spec.server.batching.max_queue_delay
-    if delay.exact_in("us") is None:
-        yield (("server", "batching", "max_queue_delay"),
-               f"{delay} is not a whole number of microseconds "
-               "(Triton's max_queue_delay_microseconds)")
+delay_in_microseconds = delay_in_whole(
+    "us", "microseconds", " (Triton's max_queue_delay_microseconds)")
 
 
 TRITON_SPEC = KindSpec(
