@@ -237,6 +237,8 @@ class _OpenLoopWindow:
 
     def detach(self) -> None:
         for task, (bucket, is_burst) in self.in_flight.items():
+            if task.done():
+                continue    # already counted; its done-callback has not run yet
             self.detached.add(task)
             self.record(bucket, "unanswered", 0.0, 0.0)
             if is_burst:  # unanswered at the hard end: the drain lasted at least this long

@@ -14,6 +14,7 @@ from pipeline.gates.capacity import capacity_gate
 from pipeline.measure.capacity_steps import step_in_flight
 from pipeline.measure.drain import until_prompt
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop
+from pipeline.measure.open_loop import _OpenLoopWindow
 from pipeline.request_types import HttpRequest
 from pipeline.statistics import capacity, capacity_hold
 from pipeline.statistics.capacity import Drained, find_capacity, judge
@@ -540,3 +541,30 @@ def test_a_pass_waits_for_the_span_only_near_the_knee() -> None:
     assert near.verdict == "undecided" and "20s a pass needs" in near.reason
     far = capacity.combine_segments([segment], LIMITS, 20.0, weigh_episodes=True)
     assert far.verdict == "pass"
+
+
+class _AnswersAtOnce:
+    """A transport whose every answer is a timeout, with no wait (a unit's own fault)."""
+
+    async def send(self, timeout_s: float) -> str | None:
+        return "timeout"
+
+    async def close(self) -> None:
+        """Nothing to close."""
+
+
+def test_a_request_answered_just_before_the_hard_end_is_counted_once() -> None:
+    # The race behind a 21-of-20 tally: a request finished (and counted) but its
+    # done-callback had not yet taken it out of the in-flight set when the hard end came.
+    async def race() -> dict[str, int]:
+        window = _OpenLoopWindow([Phase("steady", 10.0, 0.1)], [(0.0, "steady")], 0.1, 8,
+                                 HardEnd(0.1, 0.1), _AnswersAtOnce())
+        bucket = window.results["steady"]
+        task = asyncio.create_task(window.one(0.0, 0.0, bucket, False))
+        window.in_flight[task] = (bucket, False)
+        while not task.done():
+            await asyncio.sleep(0)
+        window.detach()
+        return dict(bucket.errors)
+
+    assert asyncio.run(race()) == {"timeout": 1}
