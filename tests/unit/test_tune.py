@@ -137,5 +137,5 @@ def test_the_html_report_charts_measured_points_and_labels_predictions() -> None
                    "preferred_batch_sizes": []}}}}
     html = render_tune_html({"name": "m", "run_id": "r", "status": "passed", "tune": section})
     assert html.count("<circle") == 2 and "SLO p99 50ms" in html
-    assert "&lt;won&gt;" in html and "4,000/s (predicted)" in html
+    assert "&lt;won&gt;" in html and "4,000/s (predicted, measured/predicted 0.50)" in html
     assert "not measured" in html and "max_batch_size: 32" in html
