@@ -16,10 +16,29 @@ Settings, chosen so the sweep fits in about a quarter of an hour on 2 shared cor
 - tune with its defaults otherwise (verify 3, exploration windows of 1s).
 
     python benchmarks/tune.py [--configs N]   (N: sweep only the first N configs, to try it)
+    python benchmarks/tune.py --repeat-tune 3 [--small-space] [--model-analyzer]
 
 The last line is one JSON object: throughput_ratio (tune's best / the sweep's best),
 time_ratio (tune's wall time / the sweep's), configs_swept, configs_measured_by_tune, and
 the evidence behind the ratio.
+
+Reruns (`--repeat-tune N`, no sweep): `tune` runs N times on the same space, one after
+another, and the last line says `picks_agree`: true when every run picked the same
+config, or where two picks differ, one of the two runs declared a tie between them (its
+pick's capacity interval overlapped the other's; tune then recommends the cheaper, so a
+tie is not a disagreement). Each run's pick, tie, capacity and wall time come with it.
+The full space costs about 80-100 s a run on 2 cores (3 runs: about 5 minutes);
+`--small-space` (instances [1, 2] x max_batch_size [16, 32] x delay [2ms], 4 configs)
+about a minute a run.
+
+Model Analyzer (`--model-analyzer`): its quick search (`run_config_search_mode: quick`,
+cpu_only, the same p99 as a constraint, instances up to 2, concurrency up to 64) on the
+model repository serve-pipeline builds for the example, launched locally with the
+tritonserver bundled in nvidia-pytriton (and our python backend directory) and the
+perf_analyzer of benchmarks/loadgen.py. `triton-model-analyzer` (1.58.0 on PyPI) is not
+a dependency of this project: install it in a venv of its own and put its
+`model-analyzer` on PATH (or in $MODEL_ANALYZER). The JSON gives its figures when it
+ran, else the command and the end of its output: what stopped it here.
 
 Decision: which throughput stands for "the sweep's best". The sweep picks the highest of
 32 single readings, and on 2 shared cores one reading of the same config varies by up to
@@ -50,17 +69,19 @@ import os
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pipeline.servers.specs import load_spec  # noqa: E402
 from pipeline.tune.adapters import ServingSession, read_candidate, verify_on  # noqa: E402
-from pipeline.tune.search import run_tune, settings_for  # noqa: E402
+from pipeline.tune.search import TuneOutcome, run_tune, settings_for  # noqa: E402
 from pipeline.tune.space import Config, build_space  # noqa: E402
 
 STAGES = """
@@ -79,8 +100,20 @@ tune:
   preferred_batch_sizes: [[]]
 """
 
+# A quick try of the repeat mode: 2 instance counts x 2 batch sizes x 1 delay.
+SMALL_SPACE_TEXT = "instances [1, 2] x max_batch_size [16, 32] x max_queue_delay [2ms]"
+SMALL_SPACE = """
+tune:
+  instances: [1, 2]
+  max_batch_size: [16, 32]
+  max_queue_delay: [2ms]
+  preferred_batch_sizes: [[]]
+"""
 
-def scratch_project() -> Path:
+MA_TIMEOUT_S = 900
+
+
+def scratch_project(space: str) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="serve-pipeline-tune-bench-"))
     shutil.copytree(REPO / "examples", folder / "examples",
                     ignore=shutil.ignore_patterns("__pycache__", ".serve-pipeline"))
@@ -88,7 +121,7 @@ def scratch_project() -> Path:
     example = (REPO / "serve.yaml.example").read_text()
     head, _, tail = example.partition("\nstages:\n")
     _, _, publish = tail.partition("\npublish:\n")
-    (folder / "serve.yaml").write_text(head + "\n" + STAGES + "\npublish:\n" + publish + SPACE)
+    (folder / "serve.yaml").write_text(head + "\n" + STAGES + "\npublish:\n" + publish + space)
     return folder
 
 
@@ -125,15 +158,45 @@ def sweep(project: Path,
     return best, len(space), best_config, passing
 
 
-def tune(project: Path) -> tuple[float, int, Config | None]:
+def tune(project: Path, run: str = "tune-run") -> TuneOutcome:
     loaded = load_spec(project / "serve.yaml")
-    run_dir = project / "tune-run"
+    run_dir = project / run
     run_dir.mkdir()
-    outcome = run_tune(loaded, run_dir, dict(os.environ), settings_for(loaded, None),
-                       report=lambda line: print("tune:", line, flush=True))
-    winner = outcome.winner
-    return (winner.throughput if winner else 0.0, len(outcome.candidates),
-            winner.config if winner else None)
+    return run_tune(loaded, run_dir, dict(os.environ), settings_for(loaded, None),
+                    report=lambda line: print(f"{run}:", line, flush=True))
+
+
+def picks_agree(picks: list[str | None], ties: list[list[str]]) -> bool:
+    """The same pick every time, or, where two runs picked differently, a tie that one of
+    them declared between the two configs."""
+    for i, first in enumerate(picks):
+        for j, second in enumerate(picks):
+            if first is None or second is None:
+                return False
+            if first != second and not (second in ties[i] or first in ties[j]):
+                return False
+    return True
+
+
+def repeat(project: Path, times: int) -> dict[str, Any]:
+    """`tune` run `times` times on the same space, one after another."""
+    picks: list[str | None] = []
+    ties: list[list[str]] = []
+    runs = []
+    for number in range(times):
+        started = time.monotonic()
+        outcome = tune(project, f"tune-repeat-{number + 1}")
+        decision = outcome.decision
+        pick = decision.pick
+        picks.append(pick.config.label if pick else None)
+        ties.append([c.config.label for c in decision.tied])
+        runs.append({"pick": picks[-1], "tie": ties[-1],
+                     "capacity": pick.capacity.to_json() if pick and pick.capacity else None,
+                     "best": decision.best.config.label if decision.best else None,
+                     "configs_measured": len(outcome.measured),
+                     "s": round(time.monotonic() - started, 1)})
+        print(f"tune run {number + 1}/{times}: {runs[-1]}", flush=True)
+    return {"picks_agree": picks_agree(picks, ties), "picks": picks, "runs": runs}
 
 
 def head_to_head(project: Path, picks: tuple[Config, Config],
@@ -161,6 +224,83 @@ def head_to_head(project: Path, picks: tuple[Config, Config],
     return rates
 
 
+MODEL_ANALYZER_CONFIG = """model_repository: {repository}
+profile_models:
+  {model}:
+    cpu_only: true
+    constraints:
+      perf_latency_p99: {{max: {p99_ms}}}
+run_config_search_mode: quick
+run_config_search_max_concurrency: 64
+run_config_search_max_instance_count: 2
+triton_launch_mode: local
+triton_server_path: {server}
+triton_server_flags:
+  backend_directory: {backends}
+triton_server_environment:
+  LD_LIBRARY_PATH: {server_libs}
+  PATH: {server_path}
+perf_analyzer_path: {perf_analyzer}
+perf_analyzer_timeout: 120
+output_model_repository_path: {output}
+override_output_model_repository: true
+export_path: {export}
+checkpoint_directory: {checkpoints}
+"""
+
+
+def model_analyzer(project: Path) -> dict[str, Any]:
+    """Model Analyzer's quick search on the example's model repository (as `serve-pipeline`
+    builds it), with the tritonserver bundled in nvidia-pytriton and perf_analyzer from the
+    tritonclient wheel (as benchmarks/loadgen.py sets it up): its best config and figure,
+    or what stopped it (the command and the end of its output)."""
+    from benchmarks.loadgen import perf_analyzer
+    from pipeline.model.source import resolve_model_source
+    from pipeline.servers import server_kind
+    from pipeline.servers.triton.server import TritonInstallation
+
+    binary = shutil.which("model-analyzer") or os.environ.get("MODEL_ANALYZER", "")
+    if not binary or not Path(binary).exists():
+        return {"ran": False, "why": "model-analyzer not found on PATH nor in $MODEL_ANALYZER "
+                "(pip install triton-model-analyzer==1.58.0 in a venv of its own)"}
+    loaded = load_spec(project / "serve.yaml")
+    folder = project / "model-analyzer"
+    source = resolve_model_source(loaded, folder / "model-source")
+    artifact = server_kind(loaded.spec.server.kind).build(loaded, source.file, folder / "build")
+    triton = TritonInstallation.find()
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / \
+        "serve-pipeline" / "perf_analyzer"
+    pa = perf_analyzer(cache)
+    server_env = triton.environment(dict(os.environ))
+    config = folder / "config.yaml"
+    config.write_text(MODEL_ANALYZER_CONFIG.format(
+        repository=artifact.serve_root, model=loaded.spec.name, p99_ms=loaded.spec.slo.p99.ms,
+        server=triton.binary, backends=triton.prepare_backends(folder / "backends"),
+        server_libs=server_env["LD_LIBRARY_PATH"], server_path=server_env["PATH"],
+        perf_analyzer=pa.binary, output=folder / "output", export=folder / "export",
+        checkpoints=folder / "checkpoints"))
+    command = [binary, "profile", "-f", str(config)]
+    started = time.monotonic()
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=MA_TIMEOUT_S,
+                                env={**os.environ, "LD_LIBRARY_PATH": str(pa.libs)},
+                                cwd=folder)
+    except subprocess.TimeoutExpired as exc:
+        tail = (exc.stdout or b"")[-1500:]
+        return {"ran": False, "command": " ".join(command), "why": f"timed out after "
+                f"{MA_TIMEOUT_S}s", "output_tail": tail.decode(errors="replace")
+                if isinstance(tail, bytes) else str(tail)}
+    seconds = round(time.monotonic() - started, 1)
+    output = (result.stdout + result.stderr)[-2500:]
+    reports = sorted((folder / "export").glob("results/metrics-model-inference.csv"))
+    if result.returncode != 0 or not reports:
+        return {"ran": False, "command": " ".join(command), "exit": result.returncode,
+                "s": seconds, "why": "model-analyzer profile failed", "output_tail": output}
+    rows = reports[0].read_text().splitlines()
+    return {"ran": True, "s": seconds, "measurements": len(rows) - 1,
+            "results_csv_head": rows[:6]}
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so that `finally` stops the servers
 
@@ -172,12 +312,32 @@ def main() -> None:
                         help="sweep only the first N configs (a quick try, not the result)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="head-to-head measurements of each of the two picks")
+    parser.add_argument("--repeat-tune", type=int, default=0, metavar="N",
+                        help="only run `tune` N times (no sweep) and report picks_agree")
+    parser.add_argument("--small-space", action="store_true",
+                        help=f"the space {SMALL_SPACE_TEXT} (a quick try, not the result)")
+    parser.add_argument("--model-analyzer", action="store_true",
+                        help="also run Model Analyzer's quick search on the same model")
     args = parser.parse_args()
-    project = scratch_project()
+    project = scratch_project(SMALL_SPACE if args.small_space else SPACE)
+    if args.repeat_tune:
+        try:
+            found = repeat(project, args.repeat_tune)
+            if args.model_analyzer:
+                found["model_analyzer"] = model_analyzer(project)
+        finally:
+            shutil.rmtree(project, ignore_errors=True)
+        print(json.dumps({**found, "space": "small" if args.small_space else "full"}))
+        return
     try:
         started = time.monotonic()
-        tuned, measured_by_tune, tuned_config = tune(project)
+        outcome = tune(project)
+        winner = outcome.winner
+        tuned, measured_by_tune, tuned_config = (
+            winner.throughput if winner else 0.0, len(outcome.candidates),
+            winner.config if winner else None)
         tune_s = time.monotonic() - started
+        analyzer = model_analyzer(project) if args.model_analyzer else None
         started = time.monotonic()
         swept, configs, swept_config, passing = sweep(project, args.configs)
         sweep_s = time.monotonic() - started
@@ -205,7 +365,9 @@ def main() -> None:
                       "tune_pick_rank_in_sweep": _rank(passing, tuned_label),
                       "sweep_configs_passed": len(passing),
                       # Both picks measured again alternately: median of tune's / the sweep's.
-                      "head_to_head_rps": [again[0], again[1]]}))
+                      "head_to_head_rps": [again[0], again[1]],
+                      "tie": [c.config.label for c in outcome.decision.tied],
+                      "model_analyzer": analyzer}))
 
 
 def _median_ratio(rates: tuple[list[float], list[float]]) -> float | None:

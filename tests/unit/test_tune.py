@@ -139,3 +139,15 @@ def test_the_html_report_charts_measured_points_and_labels_predictions() -> None
     assert html.count("<circle") == 2 and "SLO p99 50ms" in html
     assert "&lt;won&gt;" in html and "4,000/s (predicted, measured/predicted 0.50)" in html
     assert "not measured" in html and "max_batch_size: 32" in html
+
+
+def test_the_docs_state_the_examples_space_as_tune_builds_it(project: Path) -> None:
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "tune.md").read_text()
+    found = re.search(r"The example's space is (\d+) configs per instance count: (\d+) on 2 "
+                      r"cores, (\d+) on 4 or more", text.replace("\n", " ").replace("   ", " "))
+    assert found, "docs/tune.md no longer states the example's space"
+    spec = load_spec(project / "serve.yaml").spec
+    assert [int(n) for n in found.groups()] == [
+        len(build_space(spec, gpu_present=False, cpu_count=cores)) for cores in (1, 2, 4)]
