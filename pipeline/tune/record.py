@@ -62,6 +62,7 @@ def tune_section(loaded: LoadedSpec, outcome: TuneOutcome,
         "gpu_memory": "measured (NVML)" if outcome.gpu_measured else
         "not measured (no GPU or NVML here)",
         "model_calibration": outcome.calibration,
+        "model_margin": outcome.model_margin,
         "observations": [_observation(o.__dict__) for o in outcome.observations],
         "model": [f.to_json() for f in outcome.fits],
         "exploration_failures": outcome.exploration_failures,

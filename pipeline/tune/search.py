@@ -28,7 +28,13 @@ from pipeline.tune.candidate import Candidate
 from pipeline.tune.decide import Decision, decide
 from pipeline.tune.explore import explore, plan_for
 from pipeline.tune.model import InstanceFit, Observation, Prediction, fit, predict
-from pipeline.tune.prune import calibration, closest_when_none_fit, shortlist
+from pipeline.tune.prune import (
+    MODEL_MARGIN,
+    calibration,
+    closest_when_none_fit,
+    measured_margin,
+    shortlist,
+)
 from pipeline.tune.space import Config, build_space, current_config
 
 Report = Callable[[str], None]
@@ -70,6 +76,7 @@ class TuneOutcome:
     explore_s: float = 0.0
     verify_s: float = 0.0
     calibration: float = 1.0
+    model_margin: float = MODEL_MARGIN     # how far off the model may be, as measured
     # The spec's current config, always measured; also among `candidates` when it is in
     # the space.
     baseline: Candidate | None = None
@@ -179,9 +186,18 @@ def _predict_all(loaded: LoadedSpec, outcome: TuneOutcome, settings: TuneSetting
             outcome.pruned[config] = f"not modelled: {prefix.strip()} {why_not}"
             continue
         outcome.predictions.append(predict(model, config, loaded.spec.slo))
+
+
+def _prune(outcome: TuneOutcome, settings: TuneSettings) -> None:
+    """Prune on the model only beyond its error as measured on the baseline."""
+    outcome.model_margin = measured_margin(
+        [(c.prediction.throughput_rps, c.throughput) for c in outcome.measured
+         if c.prediction is not None and c.meets])
     chosen = shortlist(outcome.predictions, settings.max_memory_mb, settings.max_gpu_memory_mb,
-                       keep=settings.verify)
+                       keep=settings.verify, margin=outcome.model_margin)
     outcome.pruned.update(chosen.pruned)
+    if outcome.baseline is not None:
+        outcome.pruned.pop(outcome.baseline.config, None)
 
 
 def _verify_best(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcome,
@@ -190,6 +206,7 @@ def _verify_best(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutco
     baseline = _verify_baseline(session, loaded, outcome, settings, run_dir, env, report,
                                 progress)
     _calibrate(outcome)
+    _prune(outcome, settings)
     estimate = max(_first_estimate(loaded) * 0.5, baseline.duration_s)
     ranked = [p for p in outcome.predictions
               if p.config not in outcome.pruned and p.config != baseline.config]
