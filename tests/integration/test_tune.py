@@ -52,10 +52,12 @@ def test_tune_searches_verifies_and_recommends(fast_project: Path,
     winner = section["winner"]
     assert winner["meets_slo"] and winner["measured"]["throughput_rps"] > 0
     assert winner["predicted"]["predicted"] is True
-    # The spec's own config (2 instances, batch 32: outside this space) measured as the
-    # baseline, predicted by the 2-instance fit; every capacity stated with its interval.
+    # The spec's own config (batch 32, delay 2ms: outside this space) measured as the
+    # baseline, predicted by its instance count's fit; every capacity stated with its
+    # interval.
     baseline = section["baseline"]
-    assert section["baseline_in_space"] is False and "x2 batch 32" in baseline["label"]
+    assert section["baseline_in_space"] is False
+    assert "batch 32 delay 2ms" in baseline["label"]
     assert baseline["measured"] is not None and baseline["predicted"]["predicted"] is True
     for measured_one in [baseline, *measured]:
         figure = measured_one["measured"]["capacity"]
