@@ -168,7 +168,7 @@ def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
     summary = tmp_path / "step-summary.md"
     example = project / "examples" / "two_inputs" / "serve.yaml"
     example.write_text(example.read_text().replace(
-        "probe_duration: 2s}", "probe_duration: 2s, capacity: {budget: 2s, step: 250ms}}"))
+        "probe_duration: 2s}", "probe_duration: 2s, capacity: {budget: 4s, step: 250ms}}"))
     record = compare(project, *SHORT, spec="examples/two_inputs/serve.yaml",
                      env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
     markdown = summary.read_text()
@@ -190,7 +190,8 @@ def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
         # Each server's open-loop capacity, as promote states it, or why there is none.
         figure = server["capacity"]
         if figure is None:
-            assert server["capacity_note"] and server["capacity_search"]["steps"], server
+            # A short budget on a busy machine may confirm no rate: then it says why.
+            assert server["capacity_note"] and "bound" in server["capacity_search"], server
         else:
             assert figure["bound"] in ("exact", "lower_bound") and figure["capped_by"]
             assert figure["low_rps"] == figure["rps"] <= (figure["high_rps"] or figure["rps"])
