@@ -38,7 +38,16 @@ tritonserver bundled in nvidia-pytriton (and our python backend directory) and t
 perf_analyzer of benchmarks/loadgen.py. `triton-model-analyzer` (1.58.0 on PyPI) is not
 a dependency of this project: install it in a venv of its own and put its
 `model-analyzer` on PATH (or in $MODEL_ANALYZER). The JSON gives its figures when it
-ran, else the command and the end of its output: what stopped it here.
+ran (its best config that met the p99, closed loop at a concurrency as perf_analyzer
+measures: not the open-loop capacity tune states), else the command and the end of its
+output: what stopped it. Tried here (2 shared cores, the lead's measurements running):
+it starts the bundled tritonserver and loads the python-backend model; perf_analyzer
+first failed to load libb64.so.0d (Model Analyzer drops LD_LIBRARY_PATH: hence the
+wrapper script); with the spec's preferred sizes [8, 16] quick search called every
+config it generated "illegal" and profiled the default only (76 s); without them it
+profiled config after config and had not finished after 270 s (killed with its process
+group). So a full quick search needs more than 5 minutes here: `--model-analyzer-timeout`
+(default 900 s).
 
 Decision: which throughput stands for "the sweep's best". The sweep picks the highest of
 32 single readings, and on 2 shared cores one reading of the same config varies by up to
@@ -49,6 +58,16 @@ picks measured again alternately, `--rounds` times each, on equal terms: the med
 tune's pick over the median of the sweep's (head_to_head_rps holds every reading). The
 single-reading ratio is kept as throughput_ratio_single_readings, with where tune's pick
 landed among the sweep's own readings (tune_pick_in_sweep_rps, tune_pick_rank_in_sweep).
+
+Capacity budget and ties. tune now decides its pick on capacity intervals and recommends
+the cheapest of a tie. With the 6 s capacity budget below, a try of the repeat mode on a
+busy machine (small space, 2 of 3 runs) confirmed only the threshold hold in every
+candidate: each capacity was "≥ 560/s (lower bound: capped by the time budget)", so every
+verified config tied and tune picked the cheapest (1 instance: batch 16, then batch 32;
+each run's tie held the other's pick, so the picks agreed as ties). Judging
+throughput_ratio needs exact capacities: give the search room (e.g. `capacity: {budget:
+20s, step: 500ms}` in STAGES, at about 15 s more per measured config, the sweep's 32
+included). The numbers below were measured before the baseline and the ties.
 
 Measured here, 2 cores, quiet machine (load average 0.6 at the start, 2.9 at the end;
 one run of this version, --rounds 5): throughput_ratio 1.299, time_ratio 0.129 (77 s
@@ -64,6 +83,8 @@ Earlier versions (3 rounds): single-reading ratios 0.438 (load average about 5) 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
 import json
 import os
 import shutil
@@ -73,6 +94,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +104,7 @@ sys.path.insert(0, str(REPO))
 from pipeline.servers.specs import load_spec  # noqa: E402
 from pipeline.tune.adapters import ServingSession, read_candidate, verify_on  # noqa: E402
 from pipeline.tune.search import TuneOutcome, run_tune, settings_for  # noqa: E402
-from pipeline.tune.space import Config, build_space  # noqa: E402
+from pipeline.tune.space import Config, build_space, current_config  # noqa: E402
 
 STAGES = """
 stages:
@@ -233,6 +255,7 @@ profile_models:
 run_config_search_mode: quick
 run_config_search_max_concurrency: 64
 run_config_search_max_instance_count: 2
+run_config_search_max_model_batch_size: 64
 triton_launch_mode: local
 triton_server_path: {server}
 triton_server_flags:
@@ -249,7 +272,7 @@ checkpoint_directory: {checkpoints}
 """
 
 
-def model_analyzer(project: Path) -> dict[str, Any]:
+def model_analyzer(project: Path, timeout_s: float = MA_TIMEOUT_S) -> dict[str, Any]:
     """Model Analyzer's quick search on the example's model repository (as `serve-pipeline`
     builds it), with the tritonserver bundled in nvidia-pytriton and perf_analyzer from the
     tritonclient wheel (as benchmarks/loadgen.py sets it up): its best config and figure,
@@ -263,7 +286,11 @@ def model_analyzer(project: Path) -> dict[str, Any]:
     if not binary or not Path(binary).exists():
         return {"ran": False, "why": "model-analyzer not found on PATH nor in $MODEL_ANALYZER "
                 "(pip install triton-model-analyzer==1.58.0 in a venv of its own)"}
+    # Without preferred sizes (as this benchmark's space): with the spec's [8, 16] every
+    # config quick search generates from max_batch_size 1 up was "illegal" to it, and it
+    # profiled the default config only.
     loaded = load_spec(project / "serve.yaml")
+    loaded = replace(current_config(loaded.spec), preferred=()).applied(loaded)
     folder = project / "model-analyzer"
     source = resolve_model_source(loaded, folder / "model-source")
     artifact = server_kind(loaded.spec.server.kind).build(loaded, source.file, folder / "build")
@@ -271,34 +298,58 @@ def model_analyzer(project: Path) -> dict[str, Any]:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / \
         "serve-pipeline" / "perf_analyzer"
     pa = perf_analyzer(cache)
+    # Model Analyzer starts perf_analyzer without our LD_LIBRARY_PATH (seen: "libb64.so.0d:
+    # cannot open shared object file"), so it gets a wrapper that sets it.
+    wrapper = folder / "perf_analyzer"
+    wrapper.write_text(f'#!/bin/sh\nLD_LIBRARY_PATH="{pa.libs}" exec "{pa.binary}" "$@"\n')
+    wrapper.chmod(0o755)
     server_env = triton.environment(dict(os.environ))
     config = folder / "config.yaml"
     config.write_text(MODEL_ANALYZER_CONFIG.format(
         repository=artifact.serve_root, model=loaded.spec.name, p99_ms=loaded.spec.slo.p99.ms,
         server=triton.binary, backends=triton.prepare_backends(folder / "backends"),
         server_libs=server_env["LD_LIBRARY_PATH"], server_path=server_env["PATH"],
-        perf_analyzer=pa.binary, output=folder / "output", export=folder / "export",
+        perf_analyzer=wrapper, output=folder / "output", export=folder / "export",
         checkpoints=folder / "checkpoints"))
     command = [binary, "profile", "-f", str(config)]
     started = time.monotonic()
+    # Its own process group: on a timeout the tritonserver it launched goes with it (a
+    # killed model-analyzer alone left its server running).
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, cwd=folder, start_new_session=True,
+                               env={**os.environ, "LD_LIBRARY_PATH": str(pa.libs)})
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=MA_TIMEOUT_S,
-                                env={**os.environ, "LD_LIBRARY_PATH": str(pa.libs)},
-                                cwd=folder)
-    except subprocess.TimeoutExpired as exc:
-        tail = (exc.stdout or b"")[-1500:]
-        return {"ran": False, "command": " ".join(command), "why": f"timed out after "
-                f"{MA_TIMEOUT_S}s", "output_tail": tail.decode(errors="replace")
-                if isinstance(tail, bytes) else str(tail)}
+        out, _ = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            out, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, _ = process.communicate()
+        return {"ran": False, "command": " ".join(command),
+                "why": f"timed out after {timeout_s:g}s", "output_tail": out[-1500:]}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)    # anything it left behind
     seconds = round(time.monotonic() - started, 1)
-    output = (result.stdout + result.stderr)[-2500:]
+    output = out[-2500:]
     reports = sorted((folder / "export").glob("results/metrics-model-inference.csv"))
-    if result.returncode != 0 or not reports:
-        return {"ran": False, "command": " ".join(command), "exit": result.returncode,
+    if process.returncode != 0 or not reports:
+        return {"ran": False, "command": " ".join(command), "exit": process.returncode,
                 "s": seconds, "why": "model-analyzer profile failed", "output_tail": output}
-    rows = reports[0].read_text().splitlines()
-    return {"ran": True, "s": seconds, "measurements": len(rows) - 1,
-            "results_csv_head": rows[:6]}
+    with reports[0].open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    passing = [row for row in rows if row.get("Satisfies Constraints") == "Yes"]
+    best = max(passing, key=lambda row: float(row["Throughput (infer/sec)"]), default=None)
+    return {"ran": True, "s": seconds, "measurements": len(rows),
+            "configs_profiled": len({row["Model Config Path"] for row in rows}),
+            # Closed loop at a concurrency (perf_analyzer's), not tune's open-loop capacity.
+            "best": None if best is None else {
+                "config": best["Model Config Path"], "instances": best["Instance Group"],
+                "max_batch_size": best["Max Batch Size"], "concurrency": best["Concurrency"],
+                "throughput_rps": float(best["Throughput (infer/sec)"]),
+                "p99_ms": float(best["p99 Latency (ms)"])}}
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -318,13 +369,15 @@ def main() -> None:
                         help=f"the space {SMALL_SPACE_TEXT} (a quick try, not the result)")
     parser.add_argument("--model-analyzer", action="store_true",
                         help="also run Model Analyzer's quick search on the same model")
+    parser.add_argument("--model-analyzer-timeout", type=float, default=MA_TIMEOUT_S,
+                        help="seconds Model Analyzer may run")
     args = parser.parse_args()
     project = scratch_project(SMALL_SPACE if args.small_space else SPACE)
     if args.repeat_tune:
         try:
             found = repeat(project, args.repeat_tune)
             if args.model_analyzer:
-                found["model_analyzer"] = model_analyzer(project)
+                found["model_analyzer"] = model_analyzer(project, args.model_analyzer_timeout)
         finally:
             shutil.rmtree(project, ignore_errors=True)
         print(json.dumps({**found, "space": "small" if args.small_space else "full"}))
@@ -337,7 +390,8 @@ def main() -> None:
             winner.throughput if winner else 0.0, len(outcome.candidates),
             winner.config if winner else None)
         tune_s = time.monotonic() - started
-        analyzer = model_analyzer(project) if args.model_analyzer else None
+        analyzer = model_analyzer(project, args.model_analyzer_timeout) \
+            if args.model_analyzer else None
         started = time.monotonic()
         swept, configs, swept_config, passing = sweep(project, args.configs)
         sweep_s = time.monotonic() - started
