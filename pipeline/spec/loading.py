@@ -60,7 +60,7 @@ def load_spec(path: Path, environment: str | None, kinds: KindSpecs) -> LoadedSp
             policy_doc = dataclasses.replace(overlay_doc, data=policy_data)
             issues += issues_from_validation(exc, policy_doc, EnvironmentPolicy)
     if spec is not None:
-        issues += semantic_issues(spec, merged, workspace, kinds[spec.server.kind])
+        issues += semantic_issues(spec, merged, workspace, kinds)
     if issues:
         raise SpecError(issues)
     assert spec is not None

@@ -30,6 +30,7 @@ from pipeline.servers.model_processes import ModelProcesses
 from pipeline.servers.process import ManagedProcess
 from pipeline.servers.reconfiguration import swap_config
 from pipeline.servers.triton import kserve
+from pipeline.servers.triton.passthrough import server_flags
 from pipeline.servers.triton.reload import reload_model
 from pipeline.servers.triton.stats import TritonStats
 from pipeline.spec.models import LoadedSpec, ProbeName
@@ -242,6 +243,7 @@ class TritonServer(TritonEndpoint):
             # Shared-memory regions named for this server alone, so that those a killed
             # server leaves in /dev/shm can be removed without touching anyone else's.
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+            *server_flags(loaded.spec),
         ]
         self.local = ManagedProcess(argv, run_dir / "server.log",
                                     installation.environment(env), cwd=run_dir)
