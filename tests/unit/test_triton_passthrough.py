@@ -4,14 +4,25 @@ where the spec sets the field (naming both keys), and merged into the rendered c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from pipeline.errors import SpecError
-from pipeline.servers.specs import load_spec
-from pipeline.servers.triton.config import check_model_config, config_text, render_model_config
+from pipeline.servers.base import BuiltArtifact
+from pipeline.servers.docker.images import ImageDigests
+from pipeline.servers.specs import json_schema, load_spec
+from pipeline.servers.triton.config import (
+    check_model_config,
+    config_text,
+    render_model_config,
+    write_model_repository,
+)
+from pipeline.servers.triton.kind import TRITON
 from pipeline.servers.triton.passthrough import server_flags
+from pipeline.spec.positions import parse_document
 
 PASSTHROUGH = """  triton:
     config:
@@ -171,3 +182,32 @@ def test_an_unknown_server_key_still_suggests_the_nearest(project: Path) -> None
     path = with_block(project, "  trition: {config: {}}\n")
     assert issues_of(path) == [f"serve.yaml:{line_of(path, 'trition')}:3: server.trition: "
                                "unknown key 'trition'; did you mean 'triton'?"]
+
+
+def test_the_serving_image_starts_tritonserver_with_the_cache(project: Path,
+                                                               tmp_path: Path) -> None:
+    path = with_block(project, PASSTHROUGH + "  image: {base: 'local/triton-cpu:test'}\n")
+    path.write_text(path.read_text().replace("runtime: process", "runtime: docker", 1))
+    loaded = load_spec(path)
+    repository = write_model_repository(loaded.spec, project / "examples/mlp/model.pt", None,
+                                        tmp_path / "repo")
+    text = repository.config_path.read_text()
+    artifact = BuiltArtifact("triton-model-repository", repository.root, tmp_path / "repo.tar",
+                             "sha256:0", "config.pbtxt", text, "sha256:1",
+                             project / "examples/mlp/model.pt", "sha256:2")
+    context = TRITON.image_context(loaded, artifact, ImageDigests("a", "b", "c", "d"))
+    [command] = [line for line in context.dockerfile.splitlines() if line.startswith("CMD")]
+    assert json.loads(command.removeprefix("CMD "))[-1] == "--cache-config=local,size=8388608"
+    assert "response_cache" in context.files["models/fraud-mlp/config.pbtxt"].decode()
+
+
+def test_the_schema_describes_the_block(project: Path) -> None:
+    schema = json_schema()
+    data = parse_document(with_block(project, PASSTHROUGH).read_text(), "serve.yaml").data
+    jsonschema.validate(data, schema)
+    data["server"]["trition"] = {}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
+    triton = schema["$defs"]["ServerSpec"]["properties"]["triton"]["properties"]
+    assert "response_cache" in triton["config"]["description"]
+    assert "--cache-config" in triton["cache_size"]["description"]
