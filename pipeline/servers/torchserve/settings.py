@@ -14,6 +14,8 @@ PropertyValue = str | int | float | bool
 
 
 class TorchServeSettings(StrictModel):
+    """`server.torchserve`: read when TorchServe serves the spec."""
+
     config: dict[str, PropertyValue] = Field(default_factory=dict, description=(
         "config.properties keys the spec does not model (job_queue_size, "
         "number_of_netty_threads, max_request_size, default_response_timeout, ...), written "

@@ -15,6 +15,8 @@ KIND_NAME = "triton"
 
 
 class TritonSettings(StrictModel):
+    """`server.triton`: read when Triton serves the spec."""
+
     config: dict[str, Any] = Field(default_factory=dict, description=(
         "config.pbtxt fields the spec does not model (response_cache, model_warmup, "
         "rate_limiter, optimization, dynamic_batching.priority_levels, ...), written as "
