@@ -22,6 +22,7 @@ from pipeline.servers.triton.config import (
 )
 from pipeline.servers.triton.kind import TRITON
 from pipeline.servers.triton.passthrough import server_flags
+from pipeline.servers.triton.server import TritonInstallation, TritonServer
 from pipeline.spec.positions import parse_document
 
 PASSTHROUGH = """  triton:
@@ -74,6 +75,17 @@ def test_the_fields_are_merged_into_the_rendered_config(project: Path) -> None:
     assert 'key: "EXECUTION_ENV_PATH"' in text and 'key: "model_file"' in text
     assert check_model_config(text, spec) == []
     assert server_flags(spec) == ["--cache-config=local,size=8388608"]
+
+
+def test_the_local_tritonserver_gets_its_bundled_cache(project: Path, tmp_path: Path) -> None:
+    server_dir = tmp_path / "pytriton" / "tritonserver"
+    installation = TritonInstallation(server_dir / "bin" / "tritonserver",
+                                      server_dir / "backends" / "python", tmp_path / "stub", ())
+    argv = TritonServer(installation, tmp_path / "repository",
+                        load_spec(with_block(project, PASSTHROUGH)),
+                        {"http": 1, "grpc": 2, "metrics": 3}, tmp_path / "run", {}).local.argv
+    assert argv[-2:] == ["--cache-config=local,size=8388608",
+                         f"--cache-directory={server_dir / 'caches'}"]
 
 
 def test_no_cache_flag_without_a_response_cache(project: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from difflib import get_close_matches
+from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
@@ -60,12 +61,16 @@ def response_cache_enabled(spec: Spec) -> bool:
     return bool(passthrough_config(spec).response_cache.enable)
 
 
-def server_flags(spec: Spec) -> list[str]:
+def server_flags(spec: Spec, cache_directory: Path | None = None) -> list[str]:
     """What tritonserver needs on its command line for the pass-through fields: the
-    response cache a model enables exists only when the server is started with one."""
+    response cache a model enables exists only when the server is started with one, from
+    `cache_directory` (None: the server's default, as in NVIDIA's images)."""
     if not response_cache_enabled(spec):
         return []
-    return [f"--cache-config=local,size={triton_settings(spec).cache_size.bytes}"]
+    flags = [f"--cache-config=local,size={triton_settings(spec).cache_size.bytes}"]
+    if cache_directory is not None:
+        flags.append(f"--cache-directory={cache_directory}")
+    return flags
 
 
 def config_problems(spec: Spec, document: PositionedDocument, rendered: Any) -> list[Problem]:

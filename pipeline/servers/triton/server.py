@@ -65,6 +65,11 @@ class TritonInstallation:
         python_libdir = Path(str(sysconfig.get_config_var("LIBDIR") or ""))
         return cls(binary, server / "backends" / "python", stub, (libs, python_libdir))
 
+    @property
+    def cache_directory(self) -> Path:
+        """Where the response cache implementations are (`caches/local`)."""
+        return self.binary.parent.parent / "caches"
+
     def prepare_backends(self, destination: Path) -> Path:
         """A backend directory with the python backend and the stub for this interpreter."""
         python_dir = destination / "python"
@@ -243,7 +248,7 @@ class TritonServer(TritonEndpoint):
             # Shared-memory regions named for this server alone, so that those a killed
             # server leaves in /dev/shm can be removed without touching anyone else's.
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
-            *server_flags(loaded.spec),
+            *server_flags(loaded.spec, installation.cache_directory),
         ]
         self.local = ManagedProcess(argv, run_dir / "server.log",
                                     installation.environment(env), cwd=run_dir)
