@@ -223,3 +223,9 @@ def test_the_schema_describes_the_block(project: Path) -> None:
     triton = schema["$defs"]["ServerSpec"]["properties"]["triton"]["properties"]
     assert "response_cache" in triton["config"]["description"]
     assert "--cache-config" in triton["cache_size"]["description"]
+
+
+def test_an_unknown_key_of_the_block_suggests_the_nearest(project: Path) -> None:
+    path = with_block(project, "  triton: {confg: {}, cache_size: 8MiB}\n")
+    assert issues_of(path) == [f"serve.yaml:{line_of(path, 'confg')}:12: server.triton.confg: "
+                               "unknown key 'confg'; did you mean 'config'?"]
