@@ -81,6 +81,19 @@ def refusal_reason(record: dict[str, Any] | None, done: subprocess.CompletedProc
     return f"exit {done.returncode}: {tail[-1] if tail else 'no output'}"
 
 
+def capacity_and_stages(record: dict[str, Any] | None) -> dict[str, Any]:
+    """The capacity gate as recorded (figure, interval, outcome) and each stage's seconds."""
+    if record is None:
+        return {}
+    gates = [gate for stage in record.get("stages", []) for gate in stage.get("gates", [])]
+    capacity: dict[str, Any] = next(
+        (gate for gate in gates if gate.get("name") == "saturation.capacity_rps"), {})
+    return {"capacity_rps": capacity.get("observed"), "interval": capacity.get("interval"),
+            "outcome": capacity.get("outcome"),
+            "stage_s": {stage["name"]: round(float(stage.get("duration_s", 0.0)), 1)
+                        for stage in record.get("stages", [])}}
+
+
 def promote_once(project: Path, spec: str | None) -> tuple[float, str | None]:
     """(seconds, None when promoted, else why not)."""
     command = [sys.executable, "-m", "pipeline", "promote", "staging"]
@@ -105,6 +118,7 @@ def real_runs(runs: int) -> dict[str, Any]:
     # The machine's 1-minute load average after each promotion: the neighbour alone keeps
     # it near 1 on top of the pipeline's own; more says something else was running too.
     loads: list[float] = []
+    figures: dict[str, list[dict[str, Any]]] = {name: [] for name in EXAMPLES}
     try:
         with busy_neighbour():
             for run in range(runs):
@@ -112,10 +126,12 @@ def real_runs(runs: int) -> dict[str, Any]:
                     took, why = promote_once(project, spec)
                     seconds[name].append(took)
                     loads.append(os.getloadavg()[0])
+                    figures[name].append(capacity_and_stages(latest_record(project)))
                     if why is not None:
                         refusals.append({"example": name, "run": run + 1, "reason": why})
                     print(f"{name} run {run + 1}: {'refused: ' + why if why else 'promoted'}"
-                          f" ({took:.1f}s, load {loads[-1]:.1f})", file=sys.stderr, flush=True)
+                          f" ({took:.1f}s, load {loads[-1]:.1f}) {figures[name][-1]}",
+                          file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(project, ignore_errors=True)
     every = [took for taken in seconds.values() for took in taken]
@@ -125,4 +141,6 @@ def real_runs(runs: int) -> dict[str, Any]:
                                             for name, taken in seconds.items()},
             "neighbour": "one process spinning on a core for the whole run",
             "load_average_1m_median": statistics.median(loads),
-            "load_average_1m_max": max(loads)}
+            "load_average_1m_max": max(loads),
+            # What each promotion measured: its capacity figure and where the time went.
+            "runs_by_example": figures}

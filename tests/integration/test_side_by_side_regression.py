@@ -145,7 +145,10 @@ def test_the_same_release_against_itself_is_no_regression(
     assert same["details"]["verdict"]["outcome"] == "no_regression"
     assert same["details"]["interleaved"] is True
     p50 = gates_of(same)["regression.p50_ms"]
-    assert p50["outcome"] == "passed" and p50["interval"][0] < 1.0 < p50["interval"][1] < 1.2
+    # Near 1 and narrow, not "contains 1": a 95% interval misses the true ratio 1 time in
+    # 20 by design (CI saw [1.011, …] once), and the verdict above is what decides.
+    low, high = p50["interval"]
+    assert p50["outcome"] == "passed" and 0.9 < low < 1.05 and 0.95 < high < 1.2
     assert "regression.p99_ms" not in gates_of(same)
     publish = next(s for s in latest_record(project)["stages"] if s["name"] == "publish")
     assert publish["details"]["comparison"]["basis"] == "against a recorded run of another day"
