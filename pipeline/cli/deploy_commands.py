@@ -1,0 +1,48 @@
+"""`materialize`: a release as a server takes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from pipeline.cli.common import DEFAULT_SPEC, SpecFile, out
+
+if TYPE_CHECKING:
+    from pipeline.release.manifest_record import Manifest
+    from pipeline.release.store.base import Store
+
+Target = Annotated[str, typer.Argument(
+    metavar="ENV|RELEASE", help="An environment (its live release) or a release id.")]
+StoreUrl = Annotated[str | None, typer.Option(
+    "--store", help="The store (default: the spec's, after the environment's overlay).")]
+
+
+def _release(file: Path, target: str, store_url: str | None) -> tuple[Store, Manifest]:
+    from pipeline.release.resolve import is_release_id, resolve_release
+    from pipeline.release.store import open_store, store_for
+    from pipeline.servers.specs import load_spec
+    from pipeline.spec.loading import environment_names
+    loaded = load_spec(file, None)
+    if not is_release_id(target) and target in environment_names(loaded.workspace):
+        loaded = load_spec(file, target)
+    store = open_store(store_url, Path.cwd()) if store_url else store_for(loaded)
+    return store, resolve_release(store, loaded.spec.name, target)
+
+
+def materialize_command(target: Target,
+                        to: Annotated[str, typer.Option(
+                            "--to", metavar="DIR|s3://BUCKET/PREFIX",
+                            help="Where to write it: a new or empty folder, or an S3 "
+                            "prefix.")],
+                        file: SpecFile = DEFAULT_SPEC, store_url: StoreUrl = None) -> None:
+    """Write a release as its server loads it: a Triton model repository, or TorchServe's
+    model-store/ and config/config.properties (KServe's layout), every byte checked
+    against the release's digests."""
+    from pipeline.release.materialize import materialize
+    store, manifest = _release(file, target, store_url)
+    done = materialize(store, manifest, to, Path.cwd())
+    how = (f"{done.written} of {len(done.files)} files written" if done.written
+           else f"already there ({len(done.files)} files)")
+    out().print(f"release {done.release_id} ({done.server_kind}) → {done.destination}: {how}")
