@@ -1,7 +1,8 @@
-"""`materialize`: a release as a server takes it."""
+"""`materialize` and `export kserve`: a release as a server or a cluster takes it."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -46,3 +47,28 @@ def materialize_command(target: Target,
     how = (f"{done.written} of {len(done.files)} files written" if done.written
            else f"already there ({len(done.files)} files)")
     out().print(f"release {done.release_id} ({done.server_kind}) → {done.destination}: {how}")
+
+
+export_app = typer.Typer(help="Print a release as a deployment target takes it.",
+                         no_args_is_help=True, rich_markup_mode=None)
+
+
+def export_kserve_command(target: Target,
+                          storage_uri: Annotated[str | None, typer.Option(
+                              "--storage-uri", help="Where the release was materialized "
+                              "(default, for an S3 store: <store>/serving/<name>/<release>).")
+                          ] = None,
+                          canary: Annotated[int | None, typer.Option(
+                              "--canary", metavar="PERCENT", min=0, max=100,
+                              help="Send this percentage of traffic to the release "
+                              "(canaryTrafficPercent); the rest stays on the last ready "
+                              "revision.")] = None,
+                          file: SpecFile = DEFAULT_SPEC, store_url: StoreUrl = None) -> None:
+    """Print a KServe ServingRuntime (the release's image, pinned by digest) and an
+    InferenceService for a release, as YAML for `kubectl apply -f -`."""
+    import yaml
+
+    from pipeline.export.kserve import export_kserve
+    store, manifest = _release(file, target, store_url)
+    exported = export_kserve(store, manifest, storage_uri, canary)
+    sys.stdout.write(yaml.safe_dump_all(exported.documents(), sort_keys=False))
