@@ -14,6 +14,7 @@ from pipeline.cli.app import main
 from pipeline.errors import UsageError
 from pipeline.export.kserve import export_kserve
 from pipeline.release.manifest import manifest_digest
+from pipeline.release.store.local import LocalStore
 from tests.support.example_releases import PINNED_IMAGE, UNPUSHED_IMAGE
 from tests.support.kserve_exports import (
     STORAGE,
@@ -98,11 +99,16 @@ def test_a_release_without_an_attestation_is_refused(project: Path) -> None:
         exported(example)
 
 
-def test_a_local_store_needs_a_storage_uri(project: Path) -> None:
+def test_the_storage_uri_defaults_beside_the_releases_of_an_s3_store(project: Path) -> None:
     example = release(project, "triton")
     with pytest.raises(UsageError, match=r"^the store file://.* is not reachable from a "
                                          r"cluster"):
         export_kserve(example.store, example.manifest, None, None)
+    # The same store as a bucket would name it (only the URL differs).
+    in_s3 = LocalStore(example.store.root, "s3://models/ml/")
+    _, service = export_kserve(in_s3, example.manifest, None, None).documents()
+    assert service["spec"]["predictor"]["model"]["storageUri"] == \
+        f"s3://models/ml/serving/fraud-mlp/{example.release_id}"
 
 
 def test_the_command_prints_both_objects_as_yaml(project: Path,
