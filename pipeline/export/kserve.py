@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipeline.errors import PipelineError, StoreError, UsageError
+from pipeline.errors import StoreError, UsageError
 from pipeline.release.manifest import manifest_digest
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.materialize import release_config, release_kind
@@ -79,8 +79,9 @@ def release_spec(store: Store, manifest: Manifest) -> Spec:
 
 
 def memory_quantity(docker: str) -> str:
-    number, unit = re.fullmatch(r"(\d+)([bkmg]?)", docker).groups()  # type: ignore[union-attr]
-    return number + MEMORY_UNITS[unit]
+    """`8g` (docker's --memory, as server.image.memory_limit takes it) as `8Gi`."""
+    unit = docker[-1] if docker[-1] in MEMORY_UNITS else ""
+    return docker[:len(docker) - len(unit)] + MEMORY_UNITS[unit]
 
 
 def resources(spec: Spec) -> dict[str, Any]:
@@ -173,8 +174,8 @@ def export_kserve(store: Store, manifest: Manifest, storage_uri: str | None,
     image = pinned_image(manifest)
     spec = release_spec(store, manifest)
     if not SERVICE_NAME.match(spec.name):
-        raise PipelineError(f"name {spec.name!r}: KServe names an InferenceService with a "
-                            "lowercase letter first (a DNS-1035 label)")
+        raise UsageError(f"name {spec.name!r} of release {manifest.release_id}: KServe names an "
+                         "InferenceService with a lowercase letter first (a DNS-1035 label)")
     digest = manifest_digest(store, manifest.name, manifest.release_id)
     notes = release_annotations(manifest, digest)
     _, config = release_config(store, manifest)

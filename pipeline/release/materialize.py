@@ -80,7 +80,10 @@ def lay_out(store: Store, manifest: Manifest, scratch: Path) -> Path:
     files = fetch_release(store, manifest, scratch)
     layout = scratch / "layout"
     layout.mkdir()
-    kind.lay_out(files, layout)
+    try:
+        kind.lay_out(files, layout)
+    except StoreError as exc:
+        raise StoreError(f"release {manifest.release_id} in {store.url}: {exc}") from None
     return layout
 
 

@@ -93,6 +93,15 @@ def test_an_image_not_pinned_by_digest_is_refused(project: Path, image: dict[str
         exported(example)
 
 
+def test_a_name_kserve_cannot_take_is_refused(project: Path) -> None:
+    spec = project / "serve.yaml"
+    spec.write_text(spec.read_text().replace("name: fraud-mlp", "name: 9fraud-mlp"))
+    example = release(project, "triton")
+    with pytest.raises(UsageError, match=r"^name '9fraud-mlp' of release .*: KServe names an "
+                                         r"InferenceService with a lowercase letter first"):
+        exported(example)
+
+
 def test_a_release_without_an_attestation_is_refused(project: Path) -> None:
     example = release(project, "triton", attested=False)
     with pytest.raises(UsageError, match="has no attestation"):

@@ -3,6 +3,7 @@ into place whole or not at all; bad input is one line naming what and where."""
 
 from __future__ import annotations
 
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -12,7 +13,10 @@ from pipeline.cli.app import main
 from pipeline.errors import StoreError, UsageError
 from pipeline.release.materialize import materialize
 from pipeline.release.resolve import resolve_release
+from pipeline.release.store.local import LocalStore
 from tests.support.example_releases import ExampleRelease, publish_example
+
+DATA = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture
@@ -157,3 +161,16 @@ def test_a_corrupt_blob_on_the_command_line(triton: ExampleRelease, project: Pat
     line = one_error_line(err)
     assert f"release {triton.release_id} artifact" in line and "does not match" in line
     assert not (project / "out").exists()
+
+
+def test_a_release_of_an_older_store_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The fixture store of earlier versions (tests/unit/data/release_store): its releases
+    name a model blob as their artifact, which is no model repository."""
+    root = tmp_path / "store"
+    shutil.copytree(DATA / "release_store", root)
+    store = LocalStore(root, f"file://{root}")
+    manifest = resolve_release(store, "fraud-mlp", "staging")
+    with pytest.raises(StoreError, match=rf"^release {manifest.release_id} in file://.*: the "
+                                         "release's model repository cannot be unpacked: "):
+        materialize(store, manifest, str(tmp_path / "out"), tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
