@@ -18,7 +18,10 @@ run of the same candidate with the check off (`gate: false`), for the wall time 
 run with and without the side-by-side check. A run that fails before the check (its
 own SLO gates, on a busy machine) is counted in `not_judged`, not as a refusal.
 
-    python benchmarks/regression.py [--runs 10] [--skip-saturation] [--settings 'window: 500ms']
+    python benchmarks/regression.py [--runs 10] [--skip-saturation] [--walls N]
+                                    [--settings 'window: 500ms']
+
+(`--walls N`: only the first N A/A runs get their run without the check.)
 
 The last line is one JSON object.
 """
@@ -135,6 +138,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--skip-saturation", action="store_true",
                         help="turn the saturation stage off (it decides nothing here)")
+    parser.add_argument("--walls", type=int, default=None, help=(
+        "pair only the first N A/A runs with a run without the check (default: every one)"))
     parser.add_argument("--settings", default="", help=(
         "more stages.regression keys, as YAML flow items (e.g. 'window: 500ms, margin: 15%%')"))
     args = parser.parse_args()
@@ -143,14 +148,15 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="regression-bench-") as scratch:
             print(json.dumps(measure(Path(scratch), args.runs, args.skip_saturation,
                                      "gate: true" + (f", {args.settings}" if args.settings
-                                                     else ""))))
+                                                     else ""),
+                                     args.runs if args.walls is None else args.walls)))
     finally:
         neighbour.kill()
         neighbour.wait()
 
 
 def measure(scratch: Path, runs: int, skip_saturation: bool,
-            settings: str) -> dict[str, Any]:
+            settings: str, paired_walls: int) -> dict[str, Any]:
     project = scratch_project(scratch, skip_saturation)
     set_regression(project, settings)
     live, _ = cli(project, "promote", "staging")
@@ -166,7 +172,7 @@ def measure(scratch: Path, runs: int, skip_saturation: bool,
             write_delay(project, delays[name])
             record, wall = cli(project, "run", "--env", "staging")
             cases[name].append({**outcome_of(record), "wall_s": round(wall, 1)})
-            if name == "aa":
+            if name == "aa" and index < paired_walls:
                 walls["with"].append(wall)
                 set_regression(project, "gate: false")
                 _, without = cli(project, "run", "--env", "staging")

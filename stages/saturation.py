@@ -19,6 +19,7 @@ from pipeline.servers.base import ModelServer
 from pipeline.spec.models import SaturationStage, SloSpec
 from pipeline.stage_result import Gate, StageResult, Status
 from pipeline.statistics.capacity import CapacitySearch
+from pipeline.statistics.capacity_figure import CapacityFigure
 from pipeline.statistics.knee import KneeSearch, ProbeOutcome, find_knee
 from stages._load import load_workers_record, sender_for
 
@@ -138,10 +139,14 @@ def _record_capacity(search: CapacitySearch, measured: SaturationOutcome,
     measured = replace(measured, capacity_rps=best.rate_rps, capacity_p99_ms=best.p99_ms,
                        capacity_lower_bound=1.0 if search.bound == "lower" else 0.0)
     details["capacity_interval_rps"] = list(interval)
+    figure = CapacityFigure.of(search)
+    if figure is not None:
+        details["capacity"] = figure.to_json()
     if best.p99_interval_ms is not None:
         details["capacity_p99_interval_ms"] = list(best.p99_interval_ms)
     lower = search.bound == "lower"
-    why = "lower bound: " if lower else f"fails at {interval[1]:.0f}/s; "
+    why = f"lower bound, capped by {search.limited_by}: " if lower else \
+        f"fails at {interval[1]:.0f}/s; "
     return (f"capacity {'≥ ' if lower else ''}{best.rate_rps:.0f}/s at p99 {best.p99_ms:.1f}ms "
             f"({why}{search.stop_reason})"), measured
 

@@ -36,13 +36,17 @@ def compare(file: SpecFile = DEFAULT_SPEC,
             instances: Annotated[str | None, typer.Option(
                 "--instances", help="Per kind, in place of server.instances: "
                 "e.g. triton=2,torchserve=1.")] = None,
+            no_capacity: Annotated[bool, typer.Option(
+                "--no-capacity", help="Skip each server's open-loop capacity search "
+                "after the windows (stages.saturation.capacity).")] = False,
             no_exception_probe: Annotated[bool, typer.Option(
                 "--no-exception-probe", help="Skip starting each kind once more with a "
                 "model that raises.")] = False,
             ) -> None:
     """Serve the spec with both server kinds, one at a time, and compare them in
-    interleaved windows: throughput at the SLO, latency curves, cold start, memory,
-    batching, the failure path, and a verdict with its confidence. Publishes nothing."""
+    interleaved windows, then search each one's open-loop capacity at the SLO: capacity,
+    the closed-loop knee, latency curves, cold start, memory, batching, the failure path,
+    and a verdict with its confidence. Publishes nothing."""
     from rich.console import Console
 
     from pipeline.compare.run import Options, run_compare
@@ -55,7 +59,8 @@ def compare(file: SpecFile = DEFAULT_SPEC,
     loaded = load_spec(file)
     err = Console(stderr=True, highlight=False)
     options = Options(rounds, window, max_concurrency, parse_instances(instances, kinds),
-                      exception_probe=not no_exception_probe, tuned=tuned)
+                      exception_probe=not no_exception_probe, tuned=tuned,
+                      capacity=not no_capacity)
     record, run_dir = run_compare(loaded, kinds, options,
                                   dict(os.environ),
                                   lambda line: err.print(f"[dim]· {line}[/dim]"))

@@ -85,7 +85,9 @@ def tuned(loaded: LoadedSpec, folder: Path, env: Mapping[str, str],
     winner = outcome.winner
     info: dict[str, Any] = {"budget_exhausted": outcome.budget_exhausted,
                             "configs_measured": len(outcome.candidates),
-                            "space_size": len(outcome.space)}
+                            "space_size": len(outcome.space),
+                            "baseline": outcome.baseline.config.label
+                            if outcome.baseline else None}
     if winner is None:
         info.update(config=None, note="no config met the SLO: compared as written")
         return loaded, info

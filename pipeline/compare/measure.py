@@ -16,11 +16,13 @@ from typing import Any
 from pipeline import metric_names as m
 from pipeline.compare.plan import Window
 from pipeline.errors import ServerError
+from pipeline.measure.capacity_steps import measure_capacity
 from pipeline.measure.loadgen import LoadResult, Target
 from pipeline.measure.sender import LoadSender
 from pipeline.measure.windows import closed_window, server_memory
 from pipeline.servers.base import ModelServer, ServerStats
 from pipeline.spec.models import LoadedSpec
+from pipeline.statistics.capacity import CapacitySearch
 
 
 @dataclass
@@ -68,6 +70,24 @@ class Measured:
     memory: dict[str, dict[str, float]] = field(default_factory=dict)
     memory_notes: dict[str, dict[str, Any]] = field(default_factory=dict)
     died: dict[str, str] = field(default_factory=dict)
+
+
+def capacity_search(contender: Contender, knee_rps: float) -> CapacitySearch:
+    """The saturation stage's open-loop capacity search against this server, with its
+    kind's spec (`stages.saturation.capacity`): the figure promote and `tune` state."""
+    spec = contender.loaded.spec
+    sender = LoadSender(spec.stages.latency.request_timeout.seconds)
+    return measure_capacity(sender, contender.server, contender.target, spec.stages.saturation,
+                            spec.slo, knee_rps, spec.stages.latency.verdict.confidence.fraction)
+
+
+def best_merged_rps(measured: Measured, kind: str, p99_ms: float,
+                    error_rate: float) -> float | None:
+    """The highest throughput of a merged load point that met the SLO (the closed-loop
+    knee the capacity search starts under); None when none did."""
+    passing = [result.throughput for result in measured.merged.get(kind, {}).values()
+               if meets_slo(result, p99_ms, error_rate)]
+    return max(passing) if passing else None
 
 
 def meets_slo(result: LoadResult, p99_ms: float, error_rate: float) -> bool:

@@ -14,11 +14,23 @@ from typing import Any
 from pipeline import __version__
 from pipeline.compare import adapters
 from pipeline.compare.exception_probe import probe_model_exception
-from pipeline.compare.measure import Contender, Measured, measure
+from pipeline.compare.measure import (
+    Contender,
+    Measured,
+    best_merged_rps,
+    capacity_search,
+    measure,
+)
 from pipeline.compare.plan import interleaved, load_points
-from pipeline.compare.summary import compute_units, failure_path, server_figures, verdict_and_plan
+from pipeline.compare.summary import (
+    capacity_figures,
+    compute_units,
+    failure_path,
+    server_figures,
+    verdict_and_plan,
+)
 from pipeline.compare.translate import Translated, settings, translate
-from pipeline.errors import PipelineError, UsageError
+from pipeline.errors import PipelineError, ServerError, UsageError
 from pipeline.measure.targets import spec_target
 from pipeline.record import runs_dir
 from pipeline.release.manifest import iso, utc_now
@@ -37,6 +49,7 @@ class Options:
     instances: Mapping[str, int] | None = None   # per kind, in place of server.instances
     exception_probe: bool = True          # start each kind once more with a raising model
     tuned: bool = False                   # run `tune` for each kind first
+    capacity: bool = True                 # then each server's open-loop capacity search
 
     def check(self) -> None:
         if not 2 <= self.rounds <= 8:
@@ -77,6 +90,7 @@ def run_compare(loaded: LoadedSpec, kinds: tuple[str, str], options: Options,
                 contenders[item.kind] = contender
         plan = interleaved(tuple(contenders), points, options.rounds)
         measured = measure(contenders, plan, window_s, announce)
+        capacities = _capacities(contenders, measured, options, announce)
         announce("stopping the servers")
     if options.exception_probe:
         for item in translated:
@@ -90,6 +104,7 @@ def run_compare(loaded: LoadedSpec, kinds: tuple[str, str], options: Options,
     _, per_unit = compute_units(spec)
     for kind in contenders:
         servers[kind].update(server_figures(spec, kind, measured, options.rounds, per_unit))
+        servers[kind].update(capacities.get(kind, {}))
     for kind, tuning in tunings.items():
         servers[kind]["tuned"] = tuning
     record = _record(loaded, run_id, kinds, servers, measured, disqualified, options,
@@ -98,6 +113,35 @@ def run_compare(loaded: LoadedSpec, kinds: tuple[str, str], options: Options,
                   duration_s=time.monotonic() - clock)
     (run_dir / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record, run_dir
+
+
+def _capacities(contenders: Mapping[str, Contender], measured: Measured, options: Options,
+                announce: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """Each server's open-loop capacity at the SLO, one server after the other (never two
+    under load at once), searched as promote's saturation stage does; after the windows,
+    so that the interleaved plan is unchanged."""
+    found: dict[str, dict[str, Any]] = {}
+    for kind, contender in contenders.items():
+        spec = contender.loaded.spec
+        if not options.capacity or not spec.stages.saturation.capacity.enabled:
+            why = "--no-capacity" if not options.capacity else \
+                "stages.saturation.capacity.enabled is false"
+            found[kind] = capacity_figures(None, f"not measured ({why})")
+            continue
+        if kind in measured.died:
+            continue
+        knee = best_merged_rps(measured, kind, spec.slo.p99.ms, spec.slo.error_rate.fraction)
+        if knee is None:
+            found[kind] = capacity_figures(None, "not measured: no load point met the SLO")
+            continue
+        announce(f"{kind}: open-loop capacity search under {knee:,.0f}/s")
+        try:
+            search = capacity_search(contender, knee)
+        except ServerError as exc:
+            measured.died[kind] = f"during the capacity search: {exc}"
+            continue
+        found[kind] = capacity_figures(search, "")
+    return found
 
 
 def _tune_each(translated: list[Translated], run_dir: Path, env: Mapping[str, str],

@@ -12,6 +12,8 @@ from pipeline.compare.measure import Measured, WindowResult, meets_slo
 from pipeline.compare.plan import is_interleaved
 from pipeline.compare.throughput_winner import Spread, decide
 from pipeline.spec.models import Spec
+from pipeline.statistics.capacity import CapacitySearch
+from pipeline.statistics.capacity_figure import CapacityFigure
 
 # What each failure probe is called in the comparison (the issue's names where it has one).
 PROBES = {"oversized_body": "oversized_body", "declared_huge_shape": "huge_declared_shape",
@@ -76,6 +78,8 @@ def server_figures(spec: Spec, kind: str, measured: Measured, rounds: int,
         "throughput_at_slo_rounds": knees,
         "spread": {"low": spread.low, "high": spread.high},
         "knee_concurrency": knee["concurrency"] if knee else None,
+        # The closed-loop knee is a diagnostic; at the highest load point it is a lower bound.
+        **knee_bound(knee, curve),
         "p99_ms": knee[m.P99_MS] if knee else None,
         "p50_ms": knee[m.P50_MS] if knee else None,
         "p95_ms": knee[m.P95_MS] if knee else None,
@@ -90,6 +94,38 @@ def server_figures(spec: Spec, kind: str, measured: Measured, rounds: int,
         "server_avg_batch_size": view.get(m.SERVER_AVG_BATCH_SIZE),
         "windows": sum(1 for w in measured.windows if w.kind == kind),
     }
+
+
+def capacity_figures(search: CapacitySearch | None, note: str) -> dict[str, Any]:
+    """The open-loop capacity at the SLO, named and shaped as promote and `tune` write it
+    (`capacity`), and how its search went; `note` says why there is none."""
+    figure = CapacityFigure.of(search) if search is not None else None
+    body: dict[str, Any] = {"capacity": figure.to_json() if figure else None}
+    if search is None:
+        body["capacity_note"] = note
+        return body
+    body["capacity_search"] = {
+        "bound": search.bound, "knee_rps": search.knee_rps, "start_rps": search.start_rps,
+        "stop_reason": search.stop_reason, "spent_s": search.spent_s,
+        "steps": [{"rate_rps": step.rate_rps, "hold": step.hold, "verdict": step.verdict,
+                   "p99_ms": step.p99_ms, "reason": step.reason} for step in search.steps]}
+    if figure is None:
+        body["capacity_note"] = (f"no rate confirmed ({search.stop_reason})"
+                                 if search.bound == "unknown" else
+                                 f"no open-loop rate met the SLO ({search.stop_reason})")
+    return body
+
+
+def knee_bound(knee: Mapping[str, Any] | None, curve: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the closed-loop knee is a lower bound: the best load that met the SLO was the
+    highest load point, the concurrency cap (--max-concurrency)."""
+    if knee is None or not curve:
+        return {"knee_lower_bound": None, "knee_capped_by": None}
+    cap = max(point["concurrency"] for point in curve)
+    capped = knee["concurrency"] == cap
+    return {"knee_lower_bound": capped,
+            "knee_capped_by": f"the concurrency cap ({cap}, --max-concurrency)" if capped
+            else None}
 
 
 def verdict_and_plan(spec: Spec, kinds: tuple[str, str], measured: Measured, rounds: int,

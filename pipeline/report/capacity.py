@@ -9,6 +9,7 @@ from typing import Any
 from pipeline import metric_names as m
 from pipeline.record import RunRecord
 from pipeline.report.views import format_value, ms, number
+from pipeline.statistics.capacity_figure import CapacityFigure
 
 
 def _items(value: Any) -> list[Any]:
@@ -34,6 +35,7 @@ class Capacity:
     interval_rps: tuple[float | None, float | None]
     stop_reason: str
     steps: list[CapacityStep]
+    capped_by: str = ""     # what kept a lower bound from going higher (newer records)
 
     @property
     def lower_bound(self) -> bool:
@@ -46,7 +48,8 @@ class Capacity:
             return "No open-loop rate met the SLO."
         rate = format_value(self.rate_rps, "/s")
         if self.lower_bound:
-            return f"Capacity ≥ {rate} (lower bound) at p99 {ms(self.p99_ms)}."
+            capped = f", capped by {self.capped_by}" if self.capped_by else ""
+            return f"Capacity ≥ {rate} (lower bound{capped}) at p99 {ms(self.p99_ms)}."
         return f"Capacity {rate} at p99 {ms(self.p99_ms)}."
 
     def summary(self) -> str:
@@ -88,7 +91,9 @@ def capacity(record: RunRecord) -> Capacity | None:
             steps.append(CapacityStep(rate, p99, number(step.get("samples")) or 0.0,
                                       str(step.get("verdict") or "?"), _reason(step)))
     interval = [*_items(info.get("capacity_interval_rps")), None, None]
+    figure = CapacityFigure.from_json(info.get("capacity"))
     return Capacity(values.get(m.CAPACITY_RPS), values.get(m.CAPACITY_P99_MS),
                     str(info.get("capacity_bound") or "none"),
                     (number(interval[0]), number(interval[1])),
-                    str(info.get("capacity_stop_reason") or ""), steps)
+                    str(info.get("capacity_stop_reason") or ""), steps,
+                    figure.capped_by if figure else "")

@@ -12,6 +12,8 @@ from typing import Any
 
 from rich.table import Table
 
+from pipeline.statistics.capacity_figure import CapacityFigure
+
 INK, MUTED, GRID, PASS, FAIL, WIN = "#1f2328", "#656d76", "#e6e9ed", "#1a7f37", "#cf222e", \
     "#2f81f7"
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640.0, 320.0, 64.0, 24.0, 24.0, 48.0
@@ -33,19 +35,53 @@ def _mib(value: Any) -> str:
     return f"{value:,.0f} MiB" if isinstance(value, (int, float)) else "not measured"
 
 
+def measured_candidates(section: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The verified configs, the baseline first when it is outside the space (older records
+    have no baseline)."""
+    candidates: list[Mapping[str, Any]] = list(section["candidates"])
+    baseline = section.get("baseline")
+    if baseline and not section.get("baseline_in_space"):
+        candidates.insert(0, baseline)
+    return candidates
+
+
+def capacity_text(measured: Mapping[str, Any]) -> str:
+    """The capacity with its interval, exact or a lower bound; the older records' single
+    throughput figure otherwise."""
+    figure = CapacityFigure.from_json(measured.get("capacity"))
+    if figure is None:
+        return _rate(measured.get("throughput_rps"))
+    if figure.bound == "lower_bound":
+        return f"≥ {figure.rps:,.0f}/s (lower bound: {figure.capped_by})"
+    return f"{figure.rps:,.0f}/s [{figure.low_rps:,.0f}–{figure.top:,.0f}/s]"
+
+
+def _model(predicted: Mapping[str, Any], measured: Mapping[str, Any]) -> str:
+    rate = predicted.get("throughput_rps")
+    if not isinstance(rate, (int, float)):
+        return "not predicted"
+    seen = measured.get("throughput_rps")
+    ratio = f", measured/predicted {seen / rate:.2f}" \
+        if isinstance(seen, (int, float)) and rate > 0 else ""
+    return f"{_rate(rate)} (predicted{ratio})"
+
+
 def candidate_rows(section: Mapping[str, Any]) -> list[list[str]]:
     winner = (section.get("winner") or {}).get("label")
+    baseline = (section.get("baseline") or {}).get("label")
+    tie = set(section.get("tie") or [])
     rows = []
-    for candidate in section["candidates"]:
+    for candidate in measured_candidates(section):
         measured = candidate.get("measured") or {}
         predicted = candidate.get("predicted") or {}
         verdict = "winner" if candidate["label"] == winner else (
-            "meets SLO" if candidate["meets_slo"] else "missed: " + "; ".join(
-                candidate["missed"])[:160])
-        rows.append([candidate["label"], _rate(measured.get("throughput_rps")),
+            ("tied with the best" if candidate["label"] in tie else "meets SLO")
+            if candidate["meets_slo"] else "missed: " + "; ".join(candidate["missed"])[:160])
+        label = candidate["label"] + (" (baseline)" if candidate["label"] == baseline else "")
+        rows.append([label, capacity_text(measured),
                      _ms(measured.get("p99_ms")), _mib(measured.get("rss_mb")),
                      _gpu(measured.get("gpu_mb"), section),
-                     f"{_rate(predicted.get('throughput_rps'))} (predicted)", verdict])
+                     _model(predicted, measured), verdict])
     return rows
 
 
@@ -56,7 +92,7 @@ def _gpu(value: Any, section: Mapping[str, Any]) -> str:
 
 
 Scale = Callable[[float], float]
-HEADERS = ["config", "throughput at SLO", "p99 (latency stage)", "memory (RSS)", "GPU memory",
+HEADERS = ["config", "capacity at the SLO", "p99 (latency stage)", "memory (RSS)", "GPU memory",
            "model", "result"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from difflib import get_close_matches
 from typing import Any
 
@@ -26,12 +26,15 @@ def issues_from_validation(
     document: PositionedDocument,
     root: type[BaseModel],
     hint_keys: Callable[[str], str | None] | None = None,
+    blocks: Mapping[KeyPath, type[BaseModel]] | None = None,
 ) -> list[SpecIssue]:
+    """`blocks`: the models of keys that `root` validates by a model handed in (a kind's
+    own `server.<kind>`), so that an unknown key there gets its "did you mean" too."""
     issues: list[SpecIssue] = []
     seen: set[tuple[str, str]] = set()
     for item in error.errors(include_url=False):
         path = _data_path(document.data, tuple(item["loc"]))
-        message = _message(item, path, root, hint_keys)
+        message = _message(item, path, root, hint_keys, blocks or {})
         mark = document.mark_for(path)
         shown = format_path(path)
         if (shown, message) in seen:
@@ -58,7 +61,8 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> KeyPath:
 
 
 def _message(item: Any, path: KeyPath, root: type[BaseModel],
-             hint_keys: Callable[[str], str | None] | None) -> str:
+             hint_keys: Callable[[str], str | None] | None,
+             blocks: Mapping[KeyPath, type[BaseModel]]) -> str:
     error_type = item["type"]
     given = item.get("input")
     if error_type == "extra_forbidden":
@@ -66,7 +70,7 @@ def _message(item: Any, path: KeyPath, root: type[BaseModel],
         hint = hint_keys(key) if hint_keys else None
         if hint:
             return f"unknown key '{key}': {hint}"
-        valid = fields_at(root, path[:-1])
+        valid = fields_at(root, path[:-1], blocks)
         close = get_close_matches(key, valid, n=1, cutoff=0.6)
         suggestion = f"; did you mean '{close[0]}'?" if close else ""
         listed = f" (valid keys: {', '.join(valid)})" if valid and not close else ""
@@ -101,12 +105,17 @@ def _describe(value: Any) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
-def fields_at(root: type[BaseModel], path: KeyPath) -> list[str]:
-    """The keys a model accepts at `path`, following nested models, lists and dicts."""
+def fields_at(root: type[BaseModel], path: KeyPath,
+              blocks: Mapping[KeyPath, type[BaseModel]] | None = None) -> list[str]:
+    """The keys a model accepts at `path`, following nested models, lists and dicts (and
+    `blocks`, the models of keys validated by a model handed in)."""
+    handed_in = blocks or {}
     node: Any = root
-    for part in path:
+    for index, part in enumerate(path):
         node = _unwrap(node)
-        if isinstance(part, int):
+        if path[: index + 1] in handed_in:
+            node = handed_in[path[: index + 1]]
+        elif isinstance(part, int):
             args = typing.get_args(node)
             node = args[0] if args else None
         elif isinstance(node, type) and issubclass(node, BaseModel):

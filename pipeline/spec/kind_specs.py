@@ -12,12 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pipeline.spec.problems import Rule
+from pipeline.spec.strict import StrictModel
 
 
 @dataclass(frozen=True)
 class KindSpec:
     """One kind's spec facts: the name `server.kind` gives it, its named ports and their
-    production numbers, and its cross-key rules."""
+    production numbers, its cross-key rules, and the model of its own block
+    `server.<name>:` (settings only this kind reads, e.g. its config pass-through)."""
 
     name: str
     production_ports: Mapping[str, int]
@@ -25,6 +27,11 @@ class KindSpec:
     """What a server of this kind can run: rules on the `server` keys."""
     load_rules: tuple[Rule, ...] = ()
     """How a server of this kind can be measured: rules on the `stages` keys."""
+    section: type[StrictModel] | None = None
+    """The model of `server.<name>:`; None: the kind has no such block."""
+    section_rules: tuple[Rule, ...] = ()
+    """Rules on that block, run whenever a spec has it, whichever kind it names (`compare`
+    serves one spec on both)."""
 
     @property
     def port_names(self) -> tuple[str, ...]:

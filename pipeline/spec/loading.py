@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pipeline.errors import SpecError, SpecIssue
 from pipeline.spec.issues import issues_from_validation
@@ -49,7 +49,11 @@ def load_spec(path: Path, environment: str | None, kinds: KindSpecs) -> LoadedSp
     try:
         spec = validate_spec(merged.data, kinds)
     except ValidationError as exc:
-        issues += issues_from_validation(exc, merged, Spec, hint_keys=_env_only_hint)
+        blocks: dict[KeyPath, type[BaseModel]] = {
+            ("server", name): kind.section for name, kind in kinds.items()
+            if kind.section is not None}
+        issues += issues_from_validation(exc, merged, Spec, hint_keys=_env_only_hint,
+                                         blocks=blocks)
     policy = EnvironmentPolicy()
     if environment is not None:
         overlay_doc = documents[-1]
@@ -60,7 +64,7 @@ def load_spec(path: Path, environment: str | None, kinds: KindSpecs) -> LoadedSp
             policy_doc = dataclasses.replace(overlay_doc, data=policy_data)
             issues += issues_from_validation(exc, policy_doc, EnvironmentPolicy)
     if spec is not None:
-        issues += semantic_issues(spec, merged, workspace, kinds[spec.server.kind])
+        issues += semantic_issues(spec, merged, workspace, kinds)
     if issues:
         raise SpecError(issues)
     assert spec is not None

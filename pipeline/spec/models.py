@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from difflib import get_close_matches
 from hashlib import sha256
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import (
+    BeforeValidator,
+    ConfigDict,
     Field,
+    SerializeAsAny,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -66,6 +71,16 @@ Dtype = Literal["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 KINDS_CONTEXT = "server kinds"
 """The validation context's key for the known kind names (`validate_spec`)."""
+SECTIONS_CONTEXT = "kind sections"
+"""The validation context's key for the models of the kinds' own `server.<kind>` blocks."""
+
+
+class DeclaresSection(Protocol):
+    """A kind as the spec sees it (`pipeline/spec/kind_specs.py`): the model of its own
+    `server.<kind>:` block, if it has one."""
+
+    @property
+    def section(self) -> type[StrictModel] | None: ...
 
 
 class TensorSpec(StrictModel):
@@ -205,7 +220,44 @@ class ImageSpec(StrictModel):
         "Memory limit of the container (docker's --memory), e.g. 8g."))
 
 
+@dataclass(frozen=True)
+class _UnknownKey:
+    """A `server` key that is neither a field nor a kind's block, refused where it stands."""
+
+    key: str
+    known: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Section:
+    """A kind's block, with the model that kind declares for it."""
+
+    model: type[StrictModel]
+    value: Any
+
+
+def _kind_section(value: Any, info: ValidationInfo) -> Any:
+    """Validated where it stands, so its errors carry its key path beside the others."""
+    if isinstance(value, _Section):
+        return value.model.model_validate(value.value, context=info.context)
+    if isinstance(value, _UnknownKey):
+        close = get_close_matches(value.key, value.known, n=1, cutoff=0.6)
+        hint = (f"; did you mean '{close[0]}'?" if close
+                else f" (valid keys: {', '.join(value.known)})")
+        raise PydanticCustomError("unknown_key", "unknown key '{key}'{hint}",
+                                  {"key": value.key, "hint": hint})
+    return value
+
+
 class ServerSpec(StrictModel):
+    """The server block. Beside its fields it holds one block per kind, `server.<kind>:`
+    (e.g. `server.triton.config`), validated by the model that kind declares; each kind
+    reads only its own (`section`)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, Annotated[SerializeAsAny[StrictModel],
+                                            BeforeValidator(_kind_section)]] = Field(init=False)
+
     kind: str = Field(description="Which model server runs it.")
     runtime: Literal["process", "docker"] = Field(default="process", description=(
         "process: a local server process; docker: the serving image as a container."))
@@ -235,6 +287,29 @@ class ServerSpec(StrictModel):
             raise PydanticCustomError("literal_error", "Input should be {expected}",
                                       {"expected": _one_of(known)})
         return kind
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _kind_sections(cls, data: Any, handler: ValidatorFunctionWrapHandler,
+                       info: ValidationInfo) -> Any:
+        """Each kind's block validated by its own model; any other unknown key refused."""
+        if not isinstance(data, dict):
+            return handler(data)
+        sections = _kind_sections(info)
+        known = (*cls.model_fields, *sections)
+        marked = {}
+        for key, value in data.items():
+            if key in cls.model_fields:
+                marked[key] = value
+            elif key in sections:
+                marked[key] = _Section(sections[key], value)
+            else:
+                marked[key] = _UnknownKey(str(key), known)
+        return handler(marked)
+
+    def section(self, kind: str) -> StrictModel | None:
+        """The block `server.<kind>:` as the kind's model validated it, if the spec has one."""
+        return (self.model_extra or {}).get(kind)
 
     @field_validator("ports")
     @classmethod
@@ -398,23 +473,46 @@ def _known_kinds(info: ValidationInfo) -> tuple[str, ...]:
     return tuple(context[KINDS_CONTEXT])
 
 
+def _kind_sections(info: ValidationInfo) -> Mapping[str, type[StrictModel]]:
+    context = info.context
+    if not isinstance(context, dict):
+        return {}
+    sections: Mapping[str, type[StrictModel]] = context.get(SECTIONS_CONTEXT, {})
+    return sections
+
+
+def _sections_of(kinds: Collection[str] | Mapping[str, DeclaresSection]
+                 ) -> dict[str, type[StrictModel]]:
+    if not isinstance(kinds, Mapping):
+        return {}
+    return {name: kind.section for name, kind in kinds.items() if kind.section is not None}
+
+
 def _one_of(names: tuple[str, ...]) -> str:
     """The names as pydantic lists a Literal's values: 'a', 'b' or 'c'."""
     quoted = [repr(name) for name in names]
     return " or ".join(filter(None, (", ".join(quoted[:-1]), *quoted[-1:])))
 
 
-def validate_spec(data: Any, kinds: Collection[str]) -> Spec:
-    """The spec in `data`, whose `server.kind` must be one of `kinds`; ValidationError."""
-    return Spec.model_validate(data, context={KINDS_CONTEXT: tuple(kinds)})
+def validate_spec(data: Any, kinds: Collection[str] | Mapping[str, DeclaresSection]) -> Spec:
+    """The spec in `data`, whose `server.kind` must be one of `kinds` (names, or the kinds
+    by name, whose own `server.<kind>` blocks are then read too); ValidationError."""
+    return Spec.model_validate(data, context={KINDS_CONTEXT: tuple(kinds),
+                                              SECTIONS_CONTEXT: _sections_of(kinds)})
 
 
-def json_schema(kinds: Collection[str]) -> dict[str, Any]:
-    """The JSON schema of the spec, with `server.kind` an enum of `kinds`."""
+def json_schema(kinds: Collection[str] | Mapping[str, DeclaresSection]) -> dict[str, Any]:
+    """The JSON schema of the spec, with `server.kind` an enum of `kinds` and each kind's
+    own block `server.<kind>` (no other key)."""
     schema = Spec.model_json_schema()
-    kind = schema["$defs"]["ServerSpec"]["properties"]["kind"]
-    schema["$defs"]["ServerSpec"]["properties"]["kind"] = dict(sorted(
-        {**kind, "enum": list(kinds)}.items()))
+    server = schema["$defs"]["ServerSpec"]
+    server["properties"]["kind"] = dict(sorted(
+        {**server["properties"]["kind"], "enum": list(kinds)}.items()))
+    server["additionalProperties"] = False
+    for name, section in _sections_of(kinds).items():
+        section_schema = section.model_json_schema(ref_template="#/$defs/{model}")
+        schema["$defs"].update(section_schema.pop("$defs", {}))
+        server["properties"][name] = section_schema
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "serve.yaml (version 1)"
     return schema

@@ -48,6 +48,12 @@ class PositionedDocument:
                 return self.value_marks[prefix]
         return Mark(self.file, 1, 1)
 
+    def written_at(self, path: KeyPath) -> str:
+        """`file:line` of the key at `path`, for a message about another key; "its default"
+        where no file writes it."""
+        mark = self.key_marks.get(path)
+        return f"{mark.file}:{mark.line}" if mark is not None else "its default"
+
 
 class SpecLoader(yaml.SafeLoader):
     """SafeLoader that also reads YAML 1.2 floats such as 1e-5 (YAML 1.1 needs 1.0e-5)."""

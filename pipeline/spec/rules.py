@@ -8,16 +8,17 @@ from pathlib import Path
 
 from pipeline import metric_names
 from pipeline.errors import SpecIssue
-from pipeline.spec.kind_specs import KindSpec
+from pipeline.spec.kind_specs import KindSpec, KindSpecs
 from pipeline.spec.models import Spec
 from pipeline.spec.positions import KeyPath, Mark, PositionedDocument, format_path
 from pipeline.spec.problems import Problem, Rule
 
 
 def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path,
-                    kind: KindSpec) -> list[SpecIssue]:
+                    kinds: KindSpecs) -> list[SpecIssue]:
     """Rules that span keys: the latency budget, files that must exist, what can run;
-    `kind` is the spec's server kind.
+    `kinds` are the known kinds: the spec's own kind's rules run, and every kind's rules on
+    its block `server.<kind>` where the spec has one.
 
     An input outside the project stops the checks there: nothing else is looked up."""
     problems: list[Problem] = []
@@ -26,8 +27,11 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path,
     outside = next(inputs_outside_project(spec, workspace), None)
     if outside is not None:
         return _issues(document, [*problems, outside])
+    kind = kinds[spec.server.kind]
+    sections = [rule for other in kinds.values() if spec.server.section(other.name) is not None
+                for rule in other.section_rules]
     rules = (input_files_exist, docker_has_a_base_image, *kind.settings_rules,
-             port_names_known(kind), onnx_model_is_onnx, *kind.load_rules,
+             port_names_known(kind), *sections, onnx_model_is_onnx, *kind.load_rules,
              load_batch_fits, regression_metrics_known)
     for rule in rules:
         problems += rule(spec, document, workspace)

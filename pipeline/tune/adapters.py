@@ -25,6 +25,7 @@ from pipeline.servers.base import ModelServer, ReconfigurableServer
 from pipeline.servers.ports import loopback_ports
 from pipeline.spec.models import LoadedSpec
 from pipeline.stage_result import GateOutcome, RunStatus
+from pipeline.statistics.capacity_figure import CapacityFigure
 from pipeline.tune.space import Config, apply_config
 
 VERIFIED_STAGES = frozenset({"latency", "saturation"})
@@ -156,6 +157,9 @@ class CandidateRecord:
     gpu_mb: float | None
     failed: list[str]
     message: str
+    # The saturation stage's open-loop capacity at the SLO, with its interval; None when no
+    # rate was confirmed (then `throughput_rps` is the knee's, a diagnostic).
+    capacity: CapacityFigure | None = None
 
 
 def read_candidate(record: RunRecord) -> CandidateRecord:
@@ -172,10 +176,11 @@ def read_candidate(record: RunRecord) -> CandidateRecord:
               for _, gate in record.gates() if gate.outcome is not GateOutcome.PASSED]
     bad = record.first_failed_stage()
     message = f"{bad.name}: {bad.message}" if bad else "all gates passed"
+    figure = CapacityFigure.from_json(record.details(m.SATURATION_STAGE).get("capacity"))
     return CandidateRecord(record.status == RunStatus.PASSED, throughput, source,
                            latency.p99_ms, latency.throughput_rps,
                            latency.server_rss_mb, latency.server_gpu_mb,
-                           failed, message)
+                           failed, message, figure)
 
 
 def _show(value: object) -> str:

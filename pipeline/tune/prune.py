@@ -11,8 +11,11 @@ Decisions:
   size). The verified candidates are then
   different families, not one family's delays.
 - The `verify` best families by prediction are verified. Beyond them, the model may be
-  off by MODEL_MARGIN either way: a family whose optimistic prediction is under the
-  pessimistic prediction of the best is pruned as "cannot win".
+  off by its margin either way: a family whose optimistic prediction is under the
+  pessimistic prediction of the best is pruned as "cannot win". The margin is
+  MODEL_MARGIN, or the error measured on the baseline (the spec's own config, measured
+  before anything is pruned) when that is larger: a model found 40x off prunes nothing
+  on its ranking.
 - After verifying, the predictions are scaled by measured/predicted of the verified ones
   (calibration); an unverified family whose calibrated prediction beats the best measured
   throughput is verified next while the budget lasts (at most 2 x verify in all).
@@ -37,8 +40,17 @@ class Shortlist:
     pruned: dict[Config, str]          # every other config with its reason
 
 
+def measured_margin(pairs: Sequence[tuple[float, float]]) -> float:
+    """How far off the model may be, from (predicted, measured) pairs: the worst factor
+    either way, minus one, and at least MODEL_MARGIN."""
+    factors = [max(measured / predicted, predicted / measured)
+               for predicted, measured in pairs if predicted > 0 and measured > 0]
+    return max([MODEL_MARGIN, *(factor - 1 for factor in factors)])
+
+
 def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
-              max_gpu_memory_mb: float | None, keep: int = 1) -> Shortlist:
+              max_gpu_memory_mb: float | None, keep: int = 1,
+              margin: float = MODEL_MARGIN) -> Shortlist:
     """`keep`: the best this many families are never pruned by the margin (they are the
     ones verified first)."""
     pruned: dict[Config, str] = {}
@@ -68,13 +80,13 @@ def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
                     f"{member.throughput_rps:,.0f}/s vs {leader.throughput_rps:,.0f}/s")
     leaders.sort(key=lambda p: (-p.throughput_rps, p.config))
     if leaders:
-        floor = leaders[0].throughput_rps * (1 - MODEL_MARGIN)
+        floor = leaders[0].throughput_rps * (1 - margin)
         for leader in leaders[max(keep, 1):]:
-            if leader.throughput_rps * (1 + MODEL_MARGIN) < floor:
+            if leader.throughput_rps * (1 + margin) < floor:
                 pruned[leader.config] = (
                     f"cannot win: predicted {leader.throughput_rps:,.0f}/s, under the best's "
                     f"{leaders[0].throughput_rps:,.0f}/s beyond the model's ±"
-                    f"{MODEL_MARGIN:.0%}")
+                    f"{margin:.0%}")
         leaders = [p for p in leaders if p.config not in pruned]
     return Shortlist(leaders, pruned)
 

@@ -14,7 +14,8 @@ from pipeline import __version__
 from pipeline.release.manifest import iso, utc_now
 from pipeline.servers import server_kind
 from pipeline.spec.models import LoadedSpec
-from pipeline.tune.search import Candidate, TuneOutcome, TuneSettings
+from pipeline.tune.candidate import Candidate
+from pipeline.tune.search import TuneOutcome, TuneSettings
 from pipeline.tune.space import Config
 
 
@@ -38,8 +39,10 @@ def tune_record(loaded: LoadedSpec, run_id: str, outcome: TuneOutcome, settings:
 def tune_section(loaded: LoadedSpec, outcome: TuneOutcome,
                  settings: TuneSettings) -> dict[str, Any]:
     slo = loaded.spec.slo
-    winner, closest = outcome.winner, outcome.closest
+    decision = outcome.decision
+    winner, closest = decision.pick, outcome.closest
     predictions = {p.config: p for p in outcome.predictions}
+    baseline = outcome.baseline
     return {
         "budget_s": settings.budget_s, "budget_exhausted": outcome.budget_exhausted,
         "wall_s": outcome.explore_s + outcome.verify_s,
@@ -59,6 +62,7 @@ def tune_section(loaded: LoadedSpec, outcome: TuneOutcome,
         "gpu_memory": "measured (NVML)" if outcome.gpu_measured else
         "not measured (no GPU or NVML here)",
         "model_calibration": outcome.calibration,
+        "model_margin": outcome.model_margin,
         "observations": [_observation(o.__dict__) for o in outcome.observations],
         "model": [f.to_json() for f in outcome.fits],
         "exploration_failures": outcome.exploration_failures,
@@ -66,7 +70,12 @@ def tune_section(loaded: LoadedSpec, outcome: TuneOutcome,
         "pruned": [{"config": c.to_json(), "label": c.label, "reason": reason,
                     "predicted": predictions[c].to_json() if c in predictions else None}
                    for c, reason in sorted(outcome.pruned.items())],
+        "baseline": candidate_json(baseline) if baseline else None,
+        "baseline_in_space": baseline is not None and baseline.config in outcome.space,
         "winner": candidate_json(winner) if winner else None,
+        "best_measured": candidate_json(decision.best) if decision.best else None,
+        "tie": [c.config.label for c in decision.tied] if decision.is_tie else [],
+        "decision": decision.line(),
         "why": why(outcome),
         "closest": candidate_json(closest) if closest and not winner else None,
         "recommended": recommended_block(winner.config) if winner else None,
@@ -83,7 +92,8 @@ def candidate_json(candidate: Candidate) -> dict[str, Any]:
             "throughput_source": measured.throughput_source,
             "p99_ms": measured.latency_p99_ms,
             "latency_throughput_rps": measured.latency_throughput_rps,
-            "rss_mb": measured.rss_mb, "gpu_mb": measured.gpu_mb},
+            "rss_mb": measured.rss_mb, "gpu_mb": measured.gpu_mb,
+            "capacity": measured.capacity.to_json() if measured.capacity else None},
         "meets_slo": candidate.meets, "missed": candidate.missed(),
         "record": str(candidate.record_dir / "record.json"),
         "duration_s": candidate.duration_s,
@@ -99,7 +109,8 @@ def recommended_block(config: Config) -> dict[str, Any]:
 
 
 def why(outcome: TuneOutcome) -> str:
-    winner = outcome.winner
+    decision = outcome.decision
+    winner = decision.pick
     if winner is None:
         closest = outcome.closest
         if closest is None:
@@ -107,14 +118,15 @@ def why(outcome: TuneOutcome) -> str:
         return (f"no verified config met every SLO gate; closest: {closest.config.label}, "
                 f"which missed: {'; '.join(closest.missed())}")
     assert winner.measured is not None
-    others = sorted((c for c in outcome.candidates if c is not winner and c.meets),
-                    key=lambda c: -c.throughput)
-    text = (f"{winner.config.label}: the highest measured throughput at the SLO "
-            f"({winner.throughput:,.0f}/s, {winner.measured.throughput_source}) of "
-            f"{sum(c.meets for c in outcome.candidates)} verified configs that met every gate")
-    if others:
-        text += f"; next {others[0].config.label} at {others[0].throughput:,.0f}/s"
-    failed = [c for c in outcome.candidates if not c.meets]
+    figure = winner.capacity.text() if winner.capacity else \
+        f"{winner.throughput:,.0f}/s, {winner.measured.throughput_source}"
+    what = "the cheapest of those tied with the highest measured capacity" \
+        if decision.is_tie else "the highest measured capacity at the SLO"
+    text = (f"{winner.config.label}: {what} ({figure}) of "
+            f"{sum(c.meets for c in outcome.measured)} verified configs that met every gate")
+    if decision.line():
+        text += f"; {decision.line()}"
+    failed = [c for c in outcome.measured if not c.meets]
     if failed:
         text += f"; {len(failed)} verified config(s) missed the SLO"
     text += f"; {len(outcome.pruned)} configs pruned by the model"

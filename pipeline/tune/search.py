@@ -24,10 +24,18 @@ from pipeline.tune.adapters import (
     read_candidate,
     verify_on,
 )
+from pipeline.tune.candidate import Candidate
+from pipeline.tune.decide import Decision, decide
 from pipeline.tune.explore import explore, plan_for
 from pipeline.tune.model import InstanceFit, Observation, Prediction, fit, predict
-from pipeline.tune.prune import calibration, closest_when_none_fit, shortlist
-from pipeline.tune.space import Config, build_space
+from pipeline.tune.prune import (
+    MODEL_MARGIN,
+    calibration,
+    closest_when_none_fit,
+    measured_margin,
+    shortlist,
+)
+from pipeline.tune.space import Config, build_space, current_config
 
 Report = Callable[[str], None]
 DEFAULT_VERIFY = 3
@@ -50,39 +58,6 @@ class Budget:
 
 
 @dataclass
-class Candidate:
-    """A verified config: measured by the pipeline's own stages (or failed to serve)."""
-
-    config: Config
-    prediction: Prediction | None
-    record_dir: Path
-    duration_s: float
-    measured: CandidateRecord | None = None
-    error: str = ""
-    over_ceiling: str = ""
-
-    @property
-    def meets(self) -> bool:
-        return self.measured is not None and self.measured.passed and not self.over_ceiling
-
-    @property
-    def throughput(self) -> float:
-        if self.measured is None or self.measured.throughput_rps is None:
-            return 0.0
-        return float(self.measured.throughput_rps)
-
-    def missed(self) -> list[str]:
-        if self.error:
-            return [self.error]
-        found = list(self.measured.failed) if self.measured else []
-        if self.over_ceiling:
-            found.append(self.over_ceiling)
-        if not found and self.measured is not None and not self.measured.passed:
-            found.append(self.measured.message)
-        return found
-
-
-@dataclass
 class TuneOutcome:
     space: list[Config]
     observations: list[Observation] = field(default_factory=list)
@@ -101,19 +76,33 @@ class TuneOutcome:
     explore_s: float = 0.0
     verify_s: float = 0.0
     calibration: float = 1.0
+    model_margin: float = MODEL_MARGIN     # how far off the model may be, as measured
+    # The spec's current config, always measured; also among `candidates` when it is in
+    # the space.
+    baseline: Candidate | None = None
+
+    @property
+    def measured(self) -> list[Candidate]:
+        """Every verified config: the candidates, and the baseline when it is outside the
+        space."""
+        baseline = self.baseline
+        outside = baseline is not None and all(c is not baseline for c in self.candidates)
+        return [*self.candidates, *([baseline] if outside and baseline else [])]
+
+    @property
+    def decision(self) -> Decision:
+        return decide(self.candidates, self.baseline)
 
     @property
     def winner(self) -> Candidate | None:
-        passing = [c for c in self.candidates if c.meets]
-        if not passing:
-            return None
-        return max(passing, key=lambda c: (c.throughput, -(c.measured.latency_p99_ms or 0)
-                                           if c.measured else 0))
+        """The recommended config: the best measured, or the cheapest of those tied with
+        it (`decide`)."""
+        return self.decision.pick
 
     @property
     def closest(self) -> Candidate | None:
-        measured = [c for c in self.candidates if c.measured is not None]
-        pool = measured or self.candidates
+        measured = [c for c in self.measured if c.measured is not None]
+        pool = measured or self.measured
         if not pool:
             return None
         return min(pool, key=lambda c: (len(c.missed()), -c.throughput))
@@ -197,17 +186,32 @@ def _predict_all(loaded: LoadedSpec, outcome: TuneOutcome, settings: TuneSetting
             outcome.pruned[config] = f"not modelled: {prefix.strip()} {why_not}"
             continue
         outcome.predictions.append(predict(model, config, loaded.spec.slo))
+
+
+def _prune(outcome: TuneOutcome, settings: TuneSettings) -> None:
+    """Prune on the model only beyond its error as measured on the baseline."""
+    outcome.model_margin = measured_margin(
+        [(c.prediction.throughput_rps, c.throughput) for c in outcome.measured
+         if c.prediction is not None and c.meets])
     chosen = shortlist(outcome.predictions, settings.max_memory_mb, settings.max_gpu_memory_mb,
-                       keep=settings.verify)
+                       keep=settings.verify, margin=outcome.model_margin)
     outcome.pruned.update(chosen.pruned)
+    if outcome.baseline is not None:
+        outcome.pruned.pop(outcome.baseline.config, None)
 
 
 def _verify_best(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcome,
                  settings: TuneSettings, budget: Budget, run_dir: Path,
                  env: Mapping[str, str], report: Report, progress: Progress) -> None:
-    ranked = [p for p in outcome.predictions if p.config not in outcome.pruned]
+    baseline = _verify_baseline(session, loaded, outcome, settings, run_dir, env, report,
+                                progress)
+    _calibrate(outcome)
+    _prune(outcome, settings)
+    estimate = max(_first_estimate(loaded) * 0.5, baseline.duration_s)
+    ranked = [p for p in outcome.predictions
+              if p.config not in outcome.pruned and p.config != baseline.config]
     ranked.sort(key=lambda p: (-p.throughput_rps, p.config))
-    if not ranked:
+    if not ranked and not outcome.candidates:
         fallback = closest_when_none_fit(outcome.predictions)
         if fallback is None:
             return
@@ -215,7 +219,6 @@ def _verify_best(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutco
         ranked = [fallback]
         report("the model says no config meets the SLO: measuring the closest")
     queue = list(ranked)
-    estimate = _first_estimate(loaded)
     limit = 2 * settings.verify
     while queue and len(outcome.candidates) < limit:
         prediction = queue[0]
@@ -225,19 +228,44 @@ def _verify_best(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutco
             outcome.budget_exhausted = True
             break
         queue.pop(0)
-        candidate = _verify_one(session, loaded, prediction, outcome, settings, run_dir, env,
-                                report, progress)
+        candidate = _verify_one(session, loaded, prediction.config, prediction, outcome,
+                                settings, run_dir, env, report, progress)
         outcome.candidates.append(candidate)
         estimate = max(estimate * 0.5, candidate.duration_s)
-        outcome.calibration = calibration(
-            [(c.prediction.throughput_rps, c.throughput) for c in outcome.candidates
-             if c.prediction is not None and c.measured is not None])
+        _calibrate(outcome)
     for prediction in queue:
         outcome.pruned.setdefault(prediction.config, _not_verified_reason(prediction, outcome))
 
 
+def _verify_baseline(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcome,
+                     settings: TuneSettings, run_dir: Path, env: Mapping[str, str],
+                     report: Report, progress: Progress) -> Candidate:
+    """The spec's current config, measured first whatever the model says: what a pick
+    is decided against. In the space, it is one of the candidates too."""
+    config = current_config(loaded.spec)
+    prediction = next((p for p in outcome.predictions if p.config == config), None)
+    model = next((f for f in outcome.fits
+                  if (f.device, f.instances) == (config.device, config.instances)), None)
+    if prediction is None and model is not None:     # outside the space, but modelled
+        prediction = predict(model, config, loaded.spec.slo)
+    report("the spec's current config is the baseline")
+    baseline = _verify_one(session, loaded, config, prediction, outcome, settings, run_dir,
+                           env, report, progress)
+    outcome.baseline = baseline
+    if config in outcome.space:
+        outcome.pruned.pop(config, None)
+        outcome.candidates.append(baseline)
+    return baseline
+
+
+def _calibrate(outcome: TuneOutcome) -> None:
+    outcome.calibration = calibration(
+        [(c.prediction.throughput_rps, c.throughput) for c in outcome.measured
+         if c.prediction is not None and c.measured is not None])
+
+
 def _could_win(prediction: Prediction, outcome: TuneOutcome) -> bool:
-    best = outcome.winner
+    best = outcome.decision.best
     return best is None or prediction.throughput_rps * outcome.calibration > best.throughput
 
 
@@ -249,14 +277,18 @@ def _not_verified_reason(prediction: Prediction, outcome: TuneOutcome) -> str:
             f"{scaled:,.0f}/s, under the best measured")
 
 
-def _verify_one(session: ServingSession, loaded: LoadedSpec, prediction: Prediction,
-                outcome: TuneOutcome, settings: TuneSettings, run_dir: Path,
-                env: Mapping[str, str], report: Report, progress: Progress) -> Candidate:
-    config = prediction.config
-    number = len(outcome.candidates) + 1
-    folder = run_dir / "candidates" / f"{number:02d}"
+def _verify_one(session: ServingSession, loaded: LoadedSpec, config: Config,
+                prediction: Prediction | None, outcome: TuneOutcome, settings: TuneSettings,
+                run_dir: Path, env: Mapping[str, str], report: Report,
+                progress: Progress) -> Candidate:
+    if outcome.baseline is None:
+        folder = run_dir / "candidates" / "baseline"
+    else:
+        folder = run_dir / "candidates" / f"{len(outcome.candidates) + 1:02d}"
     started = time.monotonic()
-    report(f"verifying {config.label} (predicted {prediction.throughput_rps:,.0f}/s)")
+    predicted = f"predicted {prediction.throughput_rps:,.0f}/s" if prediction else \
+        "outside the search space: not predicted"
+    report(f"verifying {config.label} ({predicted})")
     try:
         server = session.serve(config)
         record = verify_on(server, loaded, config, folder, env, progress)
@@ -269,8 +301,10 @@ def _verify_one(session: ServingSession, loaded: LoadedSpec, prediction: Predict
     measured = read_candidate(record)
     candidate = Candidate(config, prediction, folder, time.monotonic() - started, measured)
     candidate.over_ceiling = _ceiling_miss(measured, settings)
-    shown = f"{measured.throughput_rps:,.0f}/s" if measured.throughput_rps else "unknown"
-    report(f"  measured {shown} ({measured.throughput_source}), p99 "
+    shown = measured.capacity.text() if measured.capacity else \
+        f"{measured.throughput_rps:,.0f}/s ({measured.throughput_source})" \
+        if measured.throughput_rps else "unknown"
+    report(f"  measured {shown}, p99 "
            f"{measured.latency_p99_ms or 0:.2f}ms: "
            f"{'meets the SLO' if candidate.meets else '; '.join(candidate.missed())}")
     return candidate

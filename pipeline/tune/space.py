@@ -70,9 +70,16 @@ def apply_config(spec: Spec, config: Config) -> Spec:
 
 
 def current_config(spec: Spec) -> Config:
+    """The spec's own server settings as a point of the space (tune's baseline), written as
+    `build_space` writes its points."""
     batching = spec.server.batching
-    return Config(spec.server.device, spec.server.instances, batching.max_batch_size,
-                  batching.max_queue_delay.ns // 1000, tuple(batching.preferred_batch_sizes))
+    size = batching.max_batch_size
+    preferred = tuple(sorted(set(batching.preferred_batch_sizes)))
+    if preferred == (size,) or size == 1 or \
+            not server_kind(spec.server.kind).tuning.has_preferred_batch_sizes:
+        preferred = ()
+    return Config(spec.server.device, spec.server.instances, size,
+                  batching.max_queue_delay.ns // 1000, preferred)
 
 
 def build_space(spec: Spec, gpu_present: bool, cpu_count: int | None = None) -> list[Config]:

@@ -166,6 +166,9 @@ def check_interleaved(record: dict[str, Any]) -> None:
 def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
                                                              tmp_path: Path) -> None:
     summary = tmp_path / "step-summary.md"
+    example = project / "examples" / "two_inputs" / "serve.yaml"
+    example.write_text(example.read_text().replace(
+        "probe_duration: 2s}", "probe_duration: 2s, capacity: {budget: 4s, step: 250ms}}"))
     record = compare(project, *SHORT, spec="examples/two_inputs/serve.yaml",
                      env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
     markdown = summary.read_text()
@@ -184,6 +187,14 @@ def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
         raised = server["failure_path"]["model_exception"]
         assert raised["status"] == 500 and raised["stays_up"] is True, raised
         assert "raised on purpose" in raised["error"]
+        # Each server's open-loop capacity, as promote states it, or why there is none.
+        figure = server["capacity"]
+        if figure is None:
+            # A short budget on a busy machine may confirm no rate: then it says why.
+            assert server["capacity_note"] and "bound" in server["capacity_search"], server
+        else:
+            assert figure["bound"] in ("exact", "lower_bound") and figure["capped_by"]
+            assert figure["low_rps"] == figure["rps"] <= (figure["high_rps"] or figure["rps"])
     assert {"winner", "margin"} <= set(record)
     shown = {t["key"]: t["per_kind"] for t in record["translation"]}
     assert shown["server.batching.max_queue_delay"]["triton"] == \
@@ -210,7 +221,7 @@ def test_the_verdict_follows_a_handicap_and_flips_with_it(project: Path) -> None
     write_eager_model(project, "waiting", WAITING_MODEL)
     (project / "serve.yaml").write_text(WAITING_SPEC)
     short = ["--rounds", "3", "--window", "1", "--max-concurrency", "4", "--format", "json",
-             "--no-exception-probe"]
+             "--no-exception-probe", "--no-capacity"]
     triton_ahead = compare(project, *short, "--instances", "triton=2,torchserve=1")
     torchserve_ahead = compare(project, *short, "--instances", "triton=1,torchserve=2")
     for record, winner in ((triton_ahead, "triton"), (torchserve_ahead, "torchserve")):
@@ -228,7 +239,7 @@ def test_a_server_failing_parity_is_reported_and_the_other_measured(project: Pat
     spec = WAITING_SPEC.replace("waiting", "off").replace("p99: 2s", "p99: 100ms")
     (project / "serve.yaml").write_text(spec)
     record = compare(project, "--rounds", "2", "--window", "0.5", "--max-concurrency", "2",
-                     "--format", "json", "--no-exception-probe")
+                     "--format", "json", "--no-exception-probe", "--no-capacity")
     failed, measured = record["servers"]["torchserve"], record["servers"]["triton"]
     assert failed["status"] == "failed" and failed["failed_at"] == "parity", failed
     assert "parity.mismatched_elements" in failed["message"]
@@ -259,13 +270,18 @@ def test_tuned_compares_each_kind_at_the_config_tune_recommends(project: Path) -
     spec.write_text(fast_spec(spec.read_text()) + "\ntune:\n  instances: [1]\n"
                     "  max_batch_size: [4]\n  max_queue_delay: [1ms]\n"
                     "  preferred_batch_sizes: [[]]\n  verify: 1\n  explore_window: 500ms\n")
-    record = compare(project, *SHORT, "--tuned", "--no-exception-probe")
+    record = compare(project, *SHORT, "--tuned", "--no-exception-probe", "--no-capacity")
     for kind in ("triton", "torchserve"):
         server = record["servers"][kind]
         assert server["tuned"]["space_size"] == 1, server["tuned"]
+        assert "batch 32" in server["tuned"]["baseline"]     # the spec's own, measured too
         if server["tuned"]["config"] is not None:
-            assert "batch 4" in server["tuned"]["config"]
-            wanted = r"max_batch_size: 4\b" if kind == "triton" else r'"batchSize":\s*4\b'
+            # The one config of the space, or the baseline when it did better.
+            found = re.search(r"batch (4|32) ", server["tuned"]["config"])
+            assert found, server["tuned"]["config"]
+            size = found.group(1)
+            wanted = rf"max_batch_size: {size}\b" if kind == "triton" else \
+                rf'"batchSize":\s*{size}\b'
             assert re.search(wanted, server["config"]), server["config"]
         else:
             assert "compared as written" in server["tuned"]["note"]

@@ -52,6 +52,17 @@ def test_tune_searches_verifies_and_recommends(fast_project: Path,
     winner = section["winner"]
     assert winner["meets_slo"] and winner["measured"]["throughput_rps"] > 0
     assert winner["predicted"]["predicted"] is True
+    # The spec's own config (batch 32, delay 2ms: outside this space) measured as the
+    # baseline, predicted by its instance count's fit; every capacity stated with its
+    # interval.
+    baseline = section["baseline"]
+    assert section["baseline_in_space"] is False
+    assert "batch 32 delay 2ms" in baseline["label"]
+    assert baseline["measured"] is not None and baseline["predicted"]["predicted"] is True
+    for measured_one in [baseline, *measured]:
+        figure = measured_one["measured"]["capacity"]
+        assert figure is None or figure["bound"] in ("exact", "lower_bound"), figure
+    assert section["decision"] and section["best_measured"] is not None
     assert all((Path(c["record"])).is_file() for c in measured)
     assert section["gpu_memory"].startswith("not measured")
     assert "recommended:" in result.stdout and "max_batch_size" in result.stdout

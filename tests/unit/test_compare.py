@@ -163,3 +163,36 @@ def test_html_escapes_what_the_record_holds() -> None:
     html = render_sidebyside_html(record)
     assert HOSTILE not in html
     assert "&lt;script&gt;" in html
+
+
+def test_each_server_states_its_capacity_as_promote_does_and_the_knee_as_a_diagnostic() -> None:
+    from pipeline.compare.summary import capacity_figures, knee_bound
+    from pipeline.statistics.capacity import CapacitySearch, StepOutcome
+
+    def step(rate: float, verdict: str, hold: bool) -> StepOutcome:
+        return StepOutcome(rate, 1.0, 10.0, 0.0, 1000, 0.0, 0.0, 0.1,
+                           "pass" if verdict == "pass" else "fail", verdict, hold=hold)
+
+    search = CapacitySearch(2000.0, 1500.0, [step(1200, "pass", True), step(1320, "fail", False)],
+                            stop_reason="bracketed")
+    found = capacity_figures(search, "")
+    assert found["capacity"] == {"rps": 1200.0, "low_rps": 1200.0, "high_rps": 1320.0,
+                                 "bound": "exact", "capped_by": "a failing rate at 1,320/s"}
+    assert [s["rate_rps"] for s in found["capacity_search"]["steps"]] == [1200.0, 1320.0]
+    assert capacity_figures(None, "not measured (--no-capacity)") == {
+        "capacity": None, "capacity_note": "not measured (--no-capacity)"}
+    unconfirmed = capacity_figures(CapacitySearch(2000.0, 1500.0, [step(1500, "pass", False)],
+                                                  stop_reason="budget"), "")
+    assert unconfirmed["capacity"] is None and "no rate confirmed" in unconfirmed["capacity_note"]
+    curve = [{"concurrency": 1}, {"concurrency": 4}]
+    assert knee_bound(curve[1], curve) == {
+        "knee_lower_bound": True, "knee_capped_by": "the concurrency cap (4, --max-concurrency)"}
+    assert knee_bound(curve[0], curve)["knee_lower_bound"] is False
+
+    record = comparison()
+    record["servers"]["triton"].update(found, knee_lower_bound=True,
+                                       knee_capped_by="the concurrency cap (64)")
+    record["servers"]["torchserve"].update(capacity=None, capacity_note="not measured (x)")
+    markdown = render_sidebyside_markdown(record)
+    assert "capacity 1,200/s (exact: 1,200–1,320/s)" in markdown
+    assert "not measured (x)" in markdown and "(lower bound: the concurrency cap (64))" in markdown

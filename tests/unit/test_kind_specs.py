@@ -17,6 +17,7 @@ from pipeline.spec.kind_specs import KindSpec, KindSpecs
 from pipeline.spec.models import Spec, json_schema, validate_spec
 from pipeline.spec.positions import PositionedDocument, parse_document
 from pipeline.spec.problems import Problem
+from pipeline.spec.strict import StrictModel
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,8 +27,19 @@ def no_preferred_sizes(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[
         yield (("server", "batching", "preferred_batch_sizes"), "echo has no preferred sizes")
 
 
+class EchoSettings(StrictModel):
+    volume: int = 1
+
+
+def quiet(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+    settings = spec.server.section("echo")
+    if isinstance(settings, EchoSettings) and settings.volume > 10:
+        yield (("server", "echo", "volume"), "too loud")
+
+
 ECHO = KindSpec(name="echo", production_ports=MappingProxyType({"web": 9000}),
-                settings_rules=(no_preferred_sizes,))
+                settings_rules=(no_preferred_sizes,), section=EchoSettings,
+                section_rules=(quiet,))
 WITH_ECHO: KindSpecs = MappingProxyType({**KIND_SPECS, "echo": ECHO})
 
 
@@ -79,3 +91,26 @@ def test_a_spec_is_not_validated_without_the_kinds() -> None:
         validate_spec(example, ["torchserve"])
     with pytest.raises(TypeError, match="known server kinds"):
         Spec.model_validate(example)
+
+
+def test_a_kinds_own_block_is_read_by_the_model_it_declares(project: Path) -> None:
+    path = project / "serve.yaml"
+    text = path.read_text().replace("  ports: {}", "  ports: {}\n  echo: {volume: 3}", 1)
+    path.write_text(text)
+    loaded = loading.load_spec(path, None, WITH_ECHO)
+    assert loaded.spec.server.section("echo") == EchoSettings(volume=3)
+    assert loaded.spec.model_dump(mode="json")["server"]["echo"] == {"volume": 3}
+    path.write_text(text.replace("{volume: 3}", "{volume: 30}"))
+    assert issues_of(path, WITH_ECHO) == ["server.echo.volume: too loud"]
+    path.write_text(text.replace("{volume: 3}", "{volume: loud}"))
+    assert issues_of(path, WITH_ECHO) == [
+        "server.echo.volume: expected an integer, got 'loud' (str)"]
+    # A kind that is not handed in has no block.
+    assert issues_of(path, KIND_SPECS)[0].startswith("server.echo: unknown key 'echo'")
+
+
+def test_the_schema_holds_each_kinds_block_and_no_other_key() -> None:
+    server = json_schema(WITH_ECHO)["$defs"]["ServerSpec"]
+    assert server["additionalProperties"] is False
+    assert server["properties"]["echo"]["properties"]["volume"]["type"] == "integer"
+    assert {"triton", "torchserve"} <= set(server["properties"])

@@ -137,5 +137,36 @@ def test_the_html_report_charts_measured_points_and_labels_predictions() -> None
                    "preferred_batch_sizes": []}}}}
     html = render_tune_html({"name": "m", "run_id": "r", "status": "passed", "tune": section})
     assert html.count("<circle") == 2 and "SLO p99 50ms" in html
-    assert "&lt;won&gt;" in html and "4,000/s (predicted)" in html
+    assert "&lt;won&gt;" in html and "4,000/s (predicted, measured/predicted 0.50)" in html
     assert "not measured" in html and "max_batch_size: 32" in html
+
+
+def test_the_docs_state_the_examples_space_as_tune_builds_it(project: Path) -> None:
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "tune.md").read_text()
+    found = re.search(r"The example's space is (\d+) configs per instance count: (\d+) on 2 "
+                      r"cores, (\d+) on 4 or more", text.replace("\n", " ").replace("   ", " "))
+    assert found, "docs/tune.md no longer states the example's space"
+    spec = load_spec(project / "serve.yaml").spec
+    assert [int(n) for n in found.groups()] == [
+        len(build_space(spec, gpu_present=False, cpu_count=cores)) for cores in (1, 2, 4)]
+
+
+def test_the_model_prunes_only_beyond_its_error_measured_on_the_baseline(
+        project: Path) -> None:
+    from pipeline.tune.prune import MODEL_MARGIN, measured_margin
+
+    assert measured_margin([]) == MODEL_MARGIN
+    assert measured_margin([(1000.0, 1100.0)]) == MODEL_MARGIN      # within the default
+    assert measured_margin([(77_978.0, 1_972.0)]) > 38                # 40x off
+    slo = load_spec(project / "serve.yaml").spec.slo
+    model = fit([_window(1, 1, 1e6 / 1000, {1: 1000}, 500, 20),
+                 _window(1, 8, 1e6 / (100 + 900 / 8), {8: 300}, 500, 20),
+                 _window(1, 64, 1e6 / (100 + 900 / 32), {32: 200}, 500, 20)])
+    best = predict(model, Config("cpu", 1, 32, 2000), slo)
+    weak = predict(model, Config("cpu", 1, 1, 0), slo)
+    assert best.throughput_rps * 0.7 > weak.throughput_rps * 1.3, "the case needs a gap"
+    assert weak.config in shortlist([best, weak], None, None).pruned
+    wide = shortlist([best, weak], None, None, margin=measured_margin([(40.0, 1.0)]))
+    assert [p.config for p in wide.ranked] == [best.config, weak.config]

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pipeline.statistics.capacity_figure import CapacityFigure
+
 
 def number(value: Any, unit: str = "", digits: int = 1) -> str:
     if value is None:
@@ -44,13 +46,22 @@ def summary_rows(record: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
         tuning = s.get("tuned") or {}
         return str(tuning.get("config") or tuning.get("note") or "–")
 
+    def capacity(s: Mapping[str, Any]) -> str:
+        figure = CapacityFigure.from_json(s.get("capacity"))
+        return figure.text() if figure else str(s.get("capacity_note") or "–")
+
+    def knee(s: Mapping[str, Any]) -> str:
+        text = number(s.get("throughput_at_slo"), "/s")
+        return f"≥ {text} (lower bound: {s['knee_capped_by']})" \
+            if s.get("knee_lower_bound") else text
+
     rows = [row("tuned config (--tuned)", tuned)] if any(
         "tuned" in servers[kind] for kind in kinds(record)) else []
     return [
         *rows,
         row("status", status),
-        row(f"throughput at the SLO (p99 ≤ {number(slo, ' ms', 0)})",
-            lambda s: number(s.get("throughput_at_slo"), "/s")),
+        row(f"capacity at the SLO (open loop, p99 ≤ {number(slo, ' ms', 0)})", capacity),
+        row("closed-loop knee (diagnostic; the verdict's rounds)", knee),
         row(f"  per {per}", lambda s: number(s.get("throughput_at_slo_per_unit"), "/s")),
         row("  spread over rounds", spread),
         row("  at concurrency", lambda s: number(s.get("knee_concurrency"), digits=0)),

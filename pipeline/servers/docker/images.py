@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,16 +78,18 @@ def _tree(root: Path, prefix: str) -> dict[str, bytes]:
 
 
 def triton_context(spec: Spec, repository: Path, digests: ImageDigests,
-                   production_ports: Mapping[str, int]) -> BuildContext:
+                   production_ports: Mapping[str, int],
+                   server_flags: Sequence[str] = ()) -> BuildContext:
     """FROM the Triton base, the model repository at /models, started with the production
-    flags (the repository API off, strict readiness), exposing `production_ports`."""
+    flags (the repository API off, strict readiness) and the model's `server_flags` (its
+    response cache), exposing `production_ports`."""
     assert spec.server.image is not None and spec.server.image.base is not None
     labels = labels_for(spec, digests)
     gpu = "true" if spec.server.device == "gpu" else "false"
     command = ["--model-repository=/models", "--model-control-mode=none",
                "--strict-readiness=true", "--exit-on-error=true",
                f"--allow-gpu-metrics={gpu}", "--allow-sagemaker=false",
-               "--allow-vertex-ai=false"]
+               "--allow-vertex-ai=false", *server_flags]
     dockerfile = "\n".join([
         f"FROM {spec.server.image.base}",
         _label_lines(labels),

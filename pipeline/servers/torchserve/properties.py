@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipeline.errors import PipelineError
-from pipeline.spec.models import (
-    Spec,
-)
+from pipeline.servers.torchserve.passthrough import model_settings, property_lines
+from pipeline.spec.models import Spec
 
 MODEL_VERSION = "1.0"
 
@@ -28,19 +27,23 @@ def max_batch_delay_ms(spec: Spec) -> int:
 
 
 def models_entry(spec: Spec) -> dict[str, Any]:
+    """The model's entry in models=, with `server.torchserve.model` merged in."""
+    return {spec.name: {MODEL_VERSION: model_entry(spec)}}
+
+
+def model_entry(spec: Spec) -> dict[str, Any]:
     workers = spec.server.instances
-    return {spec.name: {MODEL_VERSION: {
-        "defaultVersion": True, "marName": f"{spec.name}.mar",
-        "minWorkers": workers, "maxWorkers": workers,
-        "batchSize": spec.server.batching.max_batch_size,
-        "maxBatchDelay": max_batch_delay_ms(spec),
-        "responseTimeout": RESPONSE_TIMEOUT_S}}}
+    return {"defaultVersion": True, "marName": f"{spec.name}.mar",
+            "minWorkers": workers, "maxWorkers": workers,
+            "batchSize": spec.server.batching.max_batch_size,
+            "maxBatchDelay": max_batch_delay_ms(spec),
+            "responseTimeout": RESPONSE_TIMEOUT_S, **model_settings(spec)}
 
 
 def render_properties(spec: Spec, ports: Mapping[str, int], model_store: str,
                       loopback_only: bool) -> str:
-    """config.properties. Production binds the management API to loopback only; a run
-    binds everything to loopback."""
+    """config.properties, then the keys of `server.torchserve.config`. Production binds the
+    management API to loopback only; a run binds everything to loopback."""
     public = "127.0.0.1" if loopback_only else "0.0.0.0"
     lines = [
         "# Rendered by serve-pipeline from serve.yaml; do not edit by hand.",
@@ -60,6 +63,7 @@ def render_properties(spec: Spec, ports: Mapping[str, int], model_store: str,
         "disable_token_authorization=false",
         f"enable_model_api={'true' if spec.server.model_api else 'false'}",
         "install_py_dep_per_model=false",
+        *property_lines(spec),
     ]
     return "\n".join(lines) + "\n"
 
@@ -90,6 +94,10 @@ def check_properties(text: str, spec: Spec) -> list[str]:
         problems.append("metrics_mode must be prometheus")
     if "127.0.0.1" not in properties.get("management_address", ""):
         problems.append("the management API must listen on loopback only")
+    for line in property_lines(spec):
+        key, _, value = line.partition("=")
+        if properties.get(key) != value:
+            problems.append(f"{key}= is not {value} (server.torchserve.config)")
     return problems
 
 

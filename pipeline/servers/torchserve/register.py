@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from pipeline.servers.reconfiguration import call_api
 from pipeline.servers.torchserve.artifact import build_archive
-from pipeline.servers.torchserve.properties import RESPONSE_TIMEOUT_S, max_batch_delay_ms
+from pipeline.servers.torchserve.properties import max_batch_delay_ms, model_entry
 from pipeline.spec.models import LoadedSpec
 
 
@@ -26,6 +26,7 @@ def register_config(management_url: str, auth: dict[str, str], store: Path,
                        "batch_size": spec.server.batching.max_batch_size,
                        "max_batch_delay": max_batch_delay_ms(spec),
                        "initial_workers": spec.server.instances,
-                       "response_timeout": RESPONSE_TIMEOUT_S, "synchronous": "true"})
+                       "response_timeout": model_entry(spec)["responseTimeout"],
+                       "synchronous": "true"})
     call_api("torchserve", "POST", f"{management_url}/models?{query}", b"", auth, timeout_s,
              label)

@@ -1,4 +1,6 @@
-"""What the spec knows of TorchServe: its ports, what it can run and how it is measured."""
+"""What the spec knows of TorchServe: its ports, what it can run, how it is measured, and its
+own block `server.torchserve` (config.properties keys and model-level settings the spec does
+not model)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import MappingProxyType
 
+from pipeline.servers.torchserve.passthrough import settings_problems
+from pipeline.servers.torchserve.settings import KIND_NAME, TorchServeSettings
 from pipeline.spec.kind_specs import KindSpec
 from pipeline.spec.models import Spec
 from pipeline.spec.positions import PositionedDocument
@@ -37,10 +41,18 @@ def load_over_http(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Prob
                "http with TorchServe")
 
 
+def settings_pass_through(spec: Spec, document: PositionedDocument,
+                          _: Path) -> Iterator[Problem]:
+    """`server.torchserve` holds TorchServe's own keys, none that the spec sets."""
+    yield from settings_problems(spec, document)
+
+
 TORCHSERVE_SPEC = KindSpec(
-    name="torchserve",
+    name=KIND_NAME,
     production_ports=MappingProxyType({"inference": 8080, "management": 8081, "metrics": 8082,
                                        "grpc_inference": 7070, "grpc_management": 7071}),
     settings_rules=(runs_as_a_process, docker_backend_serves_format, no_backend,
                     delay_in_milliseconds),
-    load_rules=(load_over_http,))
+    load_rules=(load_over_http,),
+    section=TorchServeSettings,
+    section_rules=(settings_pass_through,))

@@ -12,13 +12,20 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from pipeline.model.tensors import config_dtype
 from pipeline.servers.base import ASSETS, RUNTIME_MODULE
+from pipeline.servers.triton.passthrough import ONE_GROUP, merged_config, passthrough_config
 from pipeline.spec.models import Spec
 
 MODEL_VERSION = "1"
 
 
 def render_model_config(spec: Spec, model_file: str, entrypoint_file: str | None) -> Any:
-    """The model's config as Triton's own ModelConfig protobuf."""
+    """The model's config as Triton's own ModelConfig protobuf: what the spec sets, with
+    `server.triton.config` merged in."""
+    return merged_config(spec_model_config(spec, model_file, entrypoint_file), spec)
+
+
+def spec_model_config(spec: Spec, model_file: str, entrypoint_file: str | None) -> Any:
+    """What the spec's own keys render, before the pass-through fields."""
     batching = spec.server.batching
     config = pb.ModelConfig(name=spec.name, backend=spec.server.backend,
                             max_batch_size=batching.max_batch_size)
@@ -87,7 +94,39 @@ def check_model_config(text: str, spec: Spec) -> list[str]:
             problems.append(f"preferred_batch_size {bad} over max_batch_size")
     if sum(group.count for group in config.instance_group) != spec.server.instances:
         problems.append("instance_group count differs from server.instances")
+    return problems + passthrough_differences(config, spec)
+
+
+def passthrough_differences(config: Any, spec: Spec) -> list[str]:
+    """Where `config` (a release's, say) holds other pass-through fields than
+    `server.triton.config`: one it lacks or holds otherwise, one it has beyond them."""
+    wanted = passthrough_config(spec)
+    problems = [f"{name} is not as server.triton.config sets it"
+                for name in _differing(wanted, config, "")]
+    own = {field.name for field, _ in spec_model_config(spec, "", None).ListFields()}
+    allowed = own | {"default_model_filename"} | {field.name for field, _ in wanted.ListFields()}
+    extra = [field.name for field, _ in config.ListFields() if field.name not in allowed]
+    problems += [f"{name} is set, and server.triton.config does not set it" for name in extra]
     return problems
+
+
+def _differing(wanted: Any, actual: Any, prefix: str) -> list[str]:
+    """The dotted fields set in `wanted` that `actual` holds otherwise (a message the spec
+    also renders, such as dynamic_batching, compared field by field)."""
+    found = []
+    for field, value in wanted.ListFields():
+        name = prefix + field.name
+        held = getattr(actual, field.name)
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            found += [f"{name}['{key}']" for key in value
+                      if key not in held or held[key] != value[key]]
+        elif field.message_type is not None and not field.is_repeated:
+            found += _differing(value, held, name + ".")
+        elif field.name == ONE_GROUP:
+            found += _differing(value[0], held[0], name + "[0].") if len(held) == 1 else [name]
+        elif held != value:
+            found.append(name)
+    return found
 
 
 @dataclass(frozen=True)

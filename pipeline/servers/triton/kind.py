@@ -19,6 +19,7 @@ from pipeline.servers.docker.images import BuildContext, ImageDigests, triton_co
 from pipeline.servers.triton import checks, deployment
 from pipeline.servers.triton.artifact import build_repository, restore_repository
 from pipeline.servers.triton.container import ContainerTritonServer
+from pipeline.servers.triton.passthrough import server_flags
 from pipeline.servers.triton.server import TritonEndpoint, TritonInstallation, TritonServer
 from pipeline.servers.triton.spec import TRITON_SPEC
 from pipeline.servers.triton.tensorrt import build_engine
@@ -56,7 +57,7 @@ class TritonKind:
     def image_context(self, loaded: LoadedSpec, artifact: BuiltArtifact,
                       digests: ImageDigests) -> BuildContext:
         return triton_context(loaded.spec, artifact.serve_root, digests,
-                              TRITON_SPEC.production_ports)
+                              TRITON_SPEC.production_ports, server_flags(loaded.spec))
 
     def build(self, loaded: LoadedSpec, model_file: Path, destination: Path) -> BuiltArtifact:
         return build_repository(loaded, model_file, destination)

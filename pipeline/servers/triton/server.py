@@ -30,6 +30,7 @@ from pipeline.servers.model_processes import ModelProcesses
 from pipeline.servers.process import ManagedProcess
 from pipeline.servers.reconfiguration import swap_config
 from pipeline.servers.triton import kserve
+from pipeline.servers.triton.passthrough import server_flags
 from pipeline.servers.triton.reload import reload_model
 from pipeline.servers.triton.stats import TritonStats
 from pipeline.spec.models import LoadedSpec, ProbeName
@@ -63,6 +64,11 @@ class TritonInstallation:
         libs = package.parent / "nvidia_pytriton.libs"
         python_libdir = Path(str(sysconfig.get_config_var("LIBDIR") or ""))
         return cls(binary, server / "backends" / "python", stub, (libs, python_libdir))
+
+    @property
+    def cache_directory(self) -> Path:
+        """Where the response cache implementations are (`caches/local`)."""
+        return self.binary.parent.parent / "caches"
 
     def prepare_backends(self, destination: Path) -> Path:
         """A backend directory with the python backend and the stub for this interpreter."""
@@ -242,6 +248,7 @@ class TritonServer(TritonEndpoint):
             # Shared-memory regions named for this server alone, so that those a killed
             # server leaves in /dev/shm can be removed without touching anyone else's.
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+            *server_flags(loaded.spec, installation.cache_directory),
         ]
         self.local = ManagedProcess(argv, run_dir / "server.log",
                                     installation.environment(env), cwd=run_dir)

@@ -1,4 +1,5 @@
-"""What the spec knows of Triton: its ports and what a Triton server can run."""
+"""What the spec knows of Triton: its ports, what a Triton server can run, and its own block
+`server.triton` (config.pbtxt fields the spec does not model)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import MappingProxyType
 
+from pipeline.servers.triton.config import spec_model_config
+from pipeline.servers.triton.passthrough import config_problems
+from pipeline.servers.triton.settings import KIND_NAME, TritonSettings, triton_settings
 from pipeline.spec.kind_specs import KindSpec
 from pipeline.spec.models import Spec
 from pipeline.spec.positions import PositionedDocument
@@ -25,8 +29,22 @@ delay_in_microseconds = delay_in_whole(
     "us", "microseconds", " (Triton's max_queue_delay_microseconds)")
 
 
+def config_passes_through(spec: Spec, document: PositionedDocument,
+                          _: Path) -> Iterator[Problem]:
+    """`server.triton.config` is a Triton ModelConfig that sets nothing the spec sets."""
+    if not triton_settings(spec).config:
+        return
+    try:
+        rendered = spec_model_config(spec, "model", None)
+    except ValueError:
+        return   # a delay that is no whole number of microseconds: delay_in_microseconds
+    yield from config_problems(spec, document, rendered)
+
+
 TRITON_SPEC = KindSpec(
-    name="triton",
+    name=KIND_NAME,
     production_ports=MappingProxyType({"http": 8000, "grpc": 8001, "metrics": 8002}),
     settings_rules=(docker_backend_serves_format, local_backend_is_python,
-                    delay_in_microseconds))
+                    delay_in_microseconds),
+    section=TritonSettings,
+    section_rules=(config_passes_through,))

@@ -1,0 +1,114 @@
+"""The pick: the best measured capacity, decided against the runner-up and the baseline
+with intervals, and the cheaper config when they do not differ beyond the noise.
+
+Decisions:
+- Only candidates that met every gate compete; the best is the highest measured capacity
+  (then the lower p99).
+- A candidate whose capacity interval overlaps the best's is tied with it: the
+  measurements cannot say which of the two serves more. A lower bound's interval has no
+  top, so it ties with anything at or above it. A candidate without a capacity figure (no
+  rate was confirmed) ties with nothing: it is compared on its throughput only.
+- Of the tied, the cheapest is recommended: fewer instances, then less memory (the
+  server's RSS after the latency stage), then the smaller batch and the shorter delay.
+- The spec's current config (the baseline) competes like any other: when the best does
+  not beat it beyond the noise, the line says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.tune.candidate import Candidate
+
+
+@dataclass(frozen=True)
+class Decision:
+    pick: Candidate | None
+    best: Candidate | None                 # the highest measured capacity
+    tied: tuple[Candidate, ...] = ()       # not surely below the best (the best included)
+    runner_up: str = ""                    # the best against the next best
+    baseline: str = ""                     # the pick against the spec's current config
+
+    @property
+    def is_tie(self) -> bool:
+        return len(self.tied) > 1
+
+    def line(self) -> str:
+        parts = [part for part in (self.runner_up, self.baseline) if part]
+        if self.is_tie and self.pick is not None:
+            labels = ", ".join(c.config.label for c in self.tied)
+            parts.append(f"tie within the noise between {labels}: recommending the cheapest, "
+                         f"{self.pick.config.label}")
+        return "; ".join(parts)
+
+
+def cost(candidate: Candidate) -> tuple[float, float, int, int]:
+    """What running the config costs, cheapest first."""
+    config = candidate.config
+    memory = candidate.memory_mb
+    return (config.instances, memory if memory is not None else float("inf"),
+            config.max_batch_size, config.max_queue_delay_us)
+
+
+def tied(first: Candidate, second: Candidate) -> bool:
+    one, other = first.capacity, second.capacity
+    return one is not None and other is not None and one.overlaps(other)
+
+
+def decide(candidates: Sequence[Candidate], baseline: Candidate | None) -> Decision:
+    pool = list(candidates)
+    if baseline is not None and all(c is not baseline for c in pool):
+        pool.append(baseline)
+    passing = [c for c in pool if c.meets]
+    if not passing:
+        return Decision(None, None)
+    ranked = sorted(passing, key=lambda c: (-c.throughput, _p99(c), c.config))
+    best = ranked[0]
+    ties = tuple(c for c in ranked if c is best or tied(best, c))
+    pick = min(ties, key=lambda c: (*cost(c), -c.throughput))
+    runner = ranked[1] if len(ranked) > 1 else None
+    return Decision(pick, best, ties, _against(best, runner, "next best"),
+                    _against_baseline(pick, baseline))
+
+
+def _p99(candidate: Candidate) -> float:
+    measured = candidate.measured
+    if measured is None or measured.latency_p99_ms is None:
+        return 0.0
+    return measured.latency_p99_ms
+
+
+def _shown(candidate: Candidate) -> str:
+    figure = candidate.capacity
+    if figure is None:
+        return f"{candidate.config.label} {candidate.throughput:,.0f}/s (no capacity interval)"
+    return f"{candidate.config.label} {figure.text()}"
+
+
+def _against(best: Candidate, other: Candidate | None, name: str) -> str:
+    if other is None:
+        return ""
+    if tied(best, other):
+        return f"{name} {_shown(other)}: not different from the best beyond the noise"
+    if best.capacity is not None and other.capacity is not None:
+        return f"above the {name}, {_shown(other)}, beyond both intervals"
+    return f"{name} {_shown(other)}"
+
+
+def _against_baseline(pick: Candidate, baseline: Candidate | None) -> str:
+    if baseline is None:
+        return ""
+    if baseline is pick:
+        return "the spec's current config (the baseline) is the pick"
+    if not baseline.meets:
+        return (f"the spec's current config (the baseline) missed the SLO: "
+                f"{'; '.join(baseline.missed()) or 'not measured'}")
+    if tied(pick, baseline):
+        return (f"the baseline, {_shown(baseline)}, does not differ from the pick beyond the "
+                "noise")
+    pick_figure, base_figure = pick.capacity, baseline.capacity
+    if pick_figure is not None and base_figure is not None and \
+            pick_figure.surely_above(base_figure):
+        return f"above the baseline, {_shown(baseline)}, beyond both intervals"
+    return f"baseline {_shown(baseline)}"

@@ -1,0 +1,103 @@
+"""tune's pick: decided with capacity intervals against the runner-up and the baseline;
+a tie within the noise recommends the cheaper config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.servers.specs import load_spec
+from pipeline.statistics.capacity_figure import CapacityFigure
+from pipeline.tune.adapters import CandidateRecord
+from pipeline.tune.candidate import Candidate
+from pipeline.tune.decide import decide
+from pipeline.tune.space import Config, build_space, current_config
+
+
+def candidate(instances: int, rps: float, high: float | None, memory: float = 300.0,
+              passed: bool = True, batch: int = 32) -> Candidate:
+    figure = CapacityFigure(rps, rps, high, "exact" if high else "lower_bound",
+                            "a failing rate" if high else "the time budget")
+    measured = CandidateRecord(passed, rps, "capacity_rps", 9.0, rps, memory, None,
+                               [] if passed else ["latency.p99 failed"], "", figure)
+    return Candidate(Config("cpu", instances, batch, 1000), None, Path("r"), 1.0, measured)
+
+
+def test_overlapping_intervals_are_a_tie_and_the_fewer_instances_are_recommended() -> None:
+    two = candidate(2, 1300.0, 1430.0)
+    one = candidate(1, 1200.0, 1320.0)
+    decision = decide([two, one], None)
+    assert decision.best is two and decision.pick is one and decision.is_tie
+    assert "tie within the noise" in decision.line() and "cpu x1" in decision.line()
+
+
+def test_a_best_beyond_the_intervals_wins_whatever_it_costs() -> None:
+    two = candidate(2, 2000.0, 2200.0)
+    one = candidate(1, 1200.0, 1320.0)
+    decision = decide([one, two], None)
+    assert decision.pick is two and not decision.is_tie
+    assert "beyond both intervals" in decision.runner_up
+
+
+def test_equal_instances_tie_on_memory_then_the_smaller_batch() -> None:
+    heavy = candidate(2, 1300.0, 1430.0, memory=900.0)
+    light = candidate(2, 1250.0, 1380.0, memory=400.0)
+    assert decide([heavy, light], None).pick is light
+    big = candidate(2, 1300.0, 1430.0, batch=64)
+    small = candidate(2, 1250.0, 1380.0, batch=16)
+    assert decide([big, small], None).pick is small
+
+
+def test_a_lower_bound_ties_with_a_higher_exact_figure() -> None:
+    exact = candidate(2, 1500.0, 1650.0)
+    bound = candidate(1, 1000.0, None)
+    assert decide([exact, bound], None).pick is bound
+
+
+def test_the_baseline_competes_and_the_line_says_how_the_pick_compares() -> None:
+    baseline = candidate(2, 1250.0, 1380.0)
+    best = candidate(4, 1300.0, 1430.0)
+    decision = decide([best], baseline)
+    assert decision.pick is baseline and "the baseline) is the pick" in decision.baseline
+    slow = candidate(2, 500.0, 550.0)
+    decision = decide([best], slow)
+    assert decision.pick is best and "above the baseline" in decision.baseline
+    failed = candidate(2, 500.0, 550.0, passed=False)
+    assert "missed the SLO" in decide([best], failed).baseline
+
+
+def test_nothing_that_met_the_slo_is_no_pick() -> None:
+    decision = decide([candidate(1, 500.0, 550.0, passed=False)], None)
+    assert decision.pick is None and decision.best is None and decision.line() == ""
+
+
+def test_the_baseline_is_the_specs_own_config_written_as_the_space_writes_it(
+        project: Path) -> None:
+    spec = load_spec(project / "serve.yaml").spec
+    baseline = current_config(spec)
+    assert baseline == Config("cpu", 2, 32, 2000, (8, 16))
+    assert baseline in build_space(spec, gpu_present=False, cpu_count=2)
+
+
+def test_the_record_holds_the_baseline_the_tie_and_each_capacity(project: Path) -> None:
+    from pipeline.report.tune import candidate_rows
+    from pipeline.tune.record import tune_section
+    from pipeline.tune.search import TuneOutcome, TuneSettings
+
+    loaded = load_spec(project / "serve.yaml")
+    outside = candidate(3, 1250.0, 1380.0)          # instances 3: not in a [1, 2] space
+    one, two = candidate(1, 1200.0, 1320.0), candidate(2, 1300.0, 1430.0)
+    space = [one.config, two.config]
+    outcome = TuneOutcome(space, candidates=[two, one], baseline=outside)
+    section = tune_section(loaded, outcome, TuneSettings(60.0, 3, 1.0, None, None))
+    assert section["baseline"]["label"] == outside.config.label
+    assert section["baseline_in_space"] is False
+    assert section["winner"]["label"] == one.config.label
+    assert section["best_measured"]["label"] == two.config.label
+    assert set(section["tie"]) == {c.config.label for c in (one, two, outside)}
+    assert one.capacity is not None
+    assert section["winner"]["measured"]["capacity"] == one.capacity.to_json()
+    assert "cheapest of those tied" in section["why"]
+    rows = candidate_rows(section)
+    assert rows[0][0] == outside.config.label + " (baseline)"
+    assert rows[0][1] == "1,250/s [1,250–1,380/s]"
+    assert [row[-1] for row in rows] == ["tied with the best", "tied with the best", "winner"]
