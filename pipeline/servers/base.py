@@ -15,9 +15,10 @@ from pipeline.errors import ServerError
 from pipeline.model.tensors import Array, Batch
 from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.servers import http
+from pipeline.servers.deployment import KServeRuntime, ReleaseFiles
 from pipeline.servers.process import ManagedProcess
 from pipeline.spec.kind_specs import KindSpec
-from pipeline.spec.models import LoadedSpec, ProbeName
+from pipeline.spec.models import LoadedSpec, ProbeName, Spec
 from pipeline.spec.units import ByteSize
 
 if TYPE_CHECKING:  # docker is imported only where a run uses it
@@ -227,6 +228,16 @@ class ServerKind(Protocol):
 
     def attach(self, loaded: LoadedSpec, endpoints: RunningEndpoints) -> ModelServer:
         """A server already running there; UsageError when an endpoint it needs is missing."""
+        ...
+
+    def lay_out(self, files: ReleaseFiles, destination: Path) -> None:
+        """Write a release into the empty folder `destination` as the server loads it (and
+        as KServe's storage initializer hands it to the server); StoreError when the
+        release's files do not fit together."""
+        ...
+
+    def kserve_runtime(self, spec: Spec, config: bytes) -> KServeRuntime:
+        """How KServe runs the kind for a release of `spec` with the rendered `config`."""
         ...
 
 

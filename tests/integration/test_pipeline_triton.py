@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
+from pipeline.digest import sha256_file
 from pipeline.servers.ports import port_is_bound
 from tests.support.cli import cli, latest_record, stage_details, start_cli, wait_for_stage
 from tests.support.policy import RITA_APPROVES, approver_keys
@@ -84,6 +85,24 @@ def test_promote_twice_rollback_and_history(fast_project: Path,
                                 fast_project).stdout)
     assert production["current"] == first_id
     assert production["events"][0]["approved_by"] == ["rita"]
+    # The release live in production, as Triton loads it: the published repository.
+    served = fast_project / "served"
+    wrote = cli(["materialize", "production", "--to", str(served)], fast_project)
+    assert wrote.returncode == 0, wrote.stderr
+    manifest = json.loads((fast_project / ".serve-pipeline" / "store" / "releases" /
+                           "fraud-mlp" / f"{first_id}.json").read_text())
+    config = next(b for b in manifest["blobs"] if b["role"] == "config.pbtxt")
+    assert sha256_file(served / "fraud-mlp" / "config.pbtxt") == config["digest"]
+    assert (served / "fraud-mlp" / "1" / "model.pt").is_file()
+    again = cli(["materialize", first_id, "--to", str(served)], fast_project)
+    assert again.returncode == 0 and "already there" in again.stdout, again.stderr
+    unpinned = cli(["export", "kserve", "production", "--storage-uri", "s3://m/x"],
+                   fast_project)
+    assert unpinned.returncode == 2
+    assert unpinned.stderr.strip().splitlines() == [
+        f"error: release {first_id} of 'fraud-mlp': it has no pushed serving image, not "
+        "pinned by digest (publish pushes one when server.image sets a base and a "
+        "repository)"]
     rendered = cli(["report", record["run_id"]], fast_project)
     assert rendered.returncode == 0
     for heading in ("Stages", "Gates", "latency.p99", "Where requests waited",

@@ -69,3 +69,22 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     assert json.loads(checked.stdout)["manifests"] == 2
     listed = json.loads(cli(["releases", "--format", "json"], fast_project, env=env).stdout)
     assert [r["current_in"] for r in listed] == [["production", "staging"], []]
+
+    # Materialized beside the releases, where `export kserve` points storageUri by default.
+    serving = f"s3://{bucket}/ml/fraud/serving/fraud-mlp/{release}"
+    wrote = cli(["materialize", "production", "--to", serving], fast_project, env=env)
+    assert wrote.returncode == 0, wrote.stderr
+    assert "4 of 4 files written" in wrote.stdout
+    listed_keys = {o["Key"] for o in s3_server.client().list_objects_v2(
+        Bucket=bucket, Prefix="ml/fraud/serving/")["Contents"]}
+    assert f"ml/fraud/serving/fraud-mlp/{release}/fraud-mlp/config.pbtxt" in listed_keys
+    again = cli(["materialize", release, "--to", serving], fast_project, env=env)
+    assert again.returncode == 0 and "already there (4 files)" in again.stdout, again.stderr
+    elsewhere = cli(["materialize", "staging", "--to", f"s3://{bucket}/ml/fraud/releases"],
+                    fast_project, env=env)
+    assert elsewhere.returncode == 2 and "is not empty" in elsewhere.stderr
+    missing = cli(["materialize", "production", "--to", "out", "--store",
+                   "s3://no-such-bucket-here/ml"], fast_project, env=env)
+    assert missing.returncode == 3 and not (fast_project / "out").exists()
+    [line] = missing.stderr.strip().splitlines()
+    assert line.startswith("error: store s3://no-such-bucket-here/ml: cannot read "), line

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.digest import sha256_file
 from pipeline.errors import ServerError
 from pipeline.servers.ports import loopback_ports
 from pipeline.servers.specs import load_spec
@@ -51,6 +52,12 @@ def test_promote_with_torchserve_batches_and_leaves_nothing(ts_project: Path) ->
     body = __import__("json").loads(manifest.read_text())
     assert body["artifact"]["kind"] == "torchserve-mar"
     assert body["config"]["file"] == "config.properties" and body["config"]["sha256"]
+    wrote = cli(["materialize", "staging", "--to", "served"], ts_project)
+    assert wrote.returncode == 0, wrote.stderr
+    mar = ts_project / "served" / "model-store" / "fraud-mlp-torchserve.mar"
+    assert sha256_file(mar) == body["artifact"]["sha256"]
+    assert sha256_file(ts_project / "served" / "config" / "config.properties") == \
+        body["config"]["sha256"]
     run_dir = ts_project / ".serve-pipeline" / "runs" / record["run_id"]
     assert not list(run_dir.rglob("key_file.json"))
     assert not list(run_dir.rglob(".model_server.pid"))

@@ -14,13 +14,14 @@ from pipeline.servers.base import (
     RunningEndpoints,
     TuningTraits,
 )
+from pipeline.servers.deployment import KServeRuntime, ReleaseFiles
 from pipeline.servers.docker.engine import BuiltImage, DockerEngine
 from pipeline.servers.docker.images import BuildContext, ImageDigests, torchserve_context
-from pipeline.servers.torchserve import checks
+from pipeline.servers.torchserve import checks, deployment
 from pipeline.servers.torchserve.artifact import build_archive, restore_archive
 from pipeline.servers.torchserve.server import TorchServeEndpoint, TorchServeServer
 from pipeline.servers.torchserve.spec import TORCHSERVE_SPEC
-from pipeline.spec.models import LoadedSpec
+from pipeline.spec.models import LoadedSpec, Spec
 from pipeline.spec.units import ByteSize
 
 TORCHSERVE_DELAYS_US = (1000, 2000, 5000, 10000)
@@ -87,6 +88,12 @@ class TorchServeKind:
             raise UsageError("measuring TorchServe needs --management-url and --metrics-url")
         return TorchServeEndpoint(loaded, endpoints.url, endpoints.management_url,
                                   endpoints.metrics_url, endpoints.key_file)
+
+    def lay_out(self, files: ReleaseFiles, destination: Path) -> None:
+        deployment.lay_out_model_store(files, destination)
+
+    def kserve_runtime(self, spec: Spec, config: bytes) -> KServeRuntime:
+        return deployment.kserve_runtime(spec, config)
 
 
 TORCHSERVE = TorchServeKind()

@@ -13,16 +13,17 @@ from pipeline.servers.base import (
     RunningEndpoints,
     TuningTraits,
 )
+from pipeline.servers.deployment import KServeRuntime, ReleaseFiles
 from pipeline.servers.docker.engine import BuiltImage, DockerEngine
 from pipeline.servers.docker.images import BuildContext, ImageDigests, triton_context
-from pipeline.servers.triton import checks
+from pipeline.servers.triton import checks, deployment
 from pipeline.servers.triton.artifact import build_repository, restore_repository
 from pipeline.servers.triton.container import ContainerTritonServer
 from pipeline.servers.triton.passthrough import server_flags
 from pipeline.servers.triton.server import TritonEndpoint, TritonInstallation, TritonServer
 from pipeline.servers.triton.spec import TRITON_SPEC
 from pipeline.servers.triton.tensorrt import build_engine
-from pipeline.spec.models import LoadedSpec
+from pipeline.spec.models import LoadedSpec, Spec
 from pipeline.spec.units import ByteSize
 
 TRITON_DELAYS_US = (0, 1000, 2000, 5000)
@@ -84,6 +85,12 @@ class TritonKind:
 
     def attach(self, loaded: LoadedSpec, endpoints: RunningEndpoints) -> ModelServer:
         return TritonEndpoint(loaded, endpoints.url, endpoints.grpc_url)
+
+    def lay_out(self, files: ReleaseFiles, destination: Path) -> None:
+        deployment.lay_out_repository(files, destination)
+
+    def kserve_runtime(self, spec: Spec, config: bytes) -> KServeRuntime:
+        return deployment.kserve_runtime(spec)
 
 
 TRITON = TritonKind()

@@ -1,0 +1,74 @@
+"""`materialize` and `export kserve`: a release as a server or a cluster takes it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from pipeline.cli.common import DEFAULT_SPEC, SpecFile, out
+
+if TYPE_CHECKING:
+    from pipeline.release.manifest_record import Manifest
+    from pipeline.release.store.base import Store
+
+Target = Annotated[str, typer.Argument(
+    metavar="ENV|RELEASE", help="An environment (its live release) or a release id.")]
+StoreUrl = Annotated[str | None, typer.Option(
+    "--store", help="The store (default: the spec's, after the environment's overlay).")]
+
+
+def _release(file: Path, target: str, store_url: str | None) -> tuple[Store, Manifest]:
+    from pipeline.release.resolve import is_release_id, resolve_release
+    from pipeline.release.store import open_store, store_for
+    from pipeline.servers.specs import load_spec
+    from pipeline.spec.loading import environment_names
+    loaded = load_spec(file, None)
+    if not is_release_id(target) and target in environment_names(loaded.workspace):
+        loaded = load_spec(file, target)
+    store = open_store(store_url, Path.cwd()) if store_url else store_for(loaded)
+    return store, resolve_release(store, loaded.spec.name, target)
+
+
+def materialize_command(target: Target,
+                        to: Annotated[str, typer.Option(
+                            "--to", metavar="DIR|s3://BUCKET/PREFIX",
+                            help="Where to write it: a new or empty folder, or an S3 "
+                            "prefix.")],
+                        file: SpecFile = DEFAULT_SPEC, store_url: StoreUrl = None) -> None:
+    """Write a release as its server loads it: a Triton model repository, or TorchServe's
+    model-store/ and config/config.properties (KServe's layout), every byte checked
+    against the release's digests."""
+    from pipeline.release.materialize import materialize
+    store, manifest = _release(file, target, store_url)
+    done = materialize(store, manifest, to, Path.cwd())
+    how = (f"{done.written} of {len(done.files)} files written" if done.written
+           else f"already there ({len(done.files)} files)")
+    out().print(f"release {done.release_id} ({done.server_kind}) → {done.destination}: {how}")
+
+
+export_app = typer.Typer(help="Print a release as a deployment target takes it.",
+                         no_args_is_help=True, rich_markup_mode=None)
+
+
+def export_kserve_command(target: Target,
+                          storage_uri: Annotated[str | None, typer.Option(
+                              "--storage-uri", help="Where the release was materialized "
+                              "(default, for an S3 store: <store>/serving/<name>/<release>).")
+                          ] = None,
+                          canary: Annotated[int | None, typer.Option(
+                              "--canary", metavar="PERCENT", min=0, max=100,
+                              help="Send this percentage of traffic to the release "
+                              "(canaryTrafficPercent); the rest stays on the last ready "
+                              "revision.")] = None,
+                          file: SpecFile = DEFAULT_SPEC, store_url: StoreUrl = None) -> None:
+    """Print a KServe ServingRuntime (the release's image, pinned by digest) and an
+    InferenceService for a release, as YAML for `kubectl apply -f -`."""
+    import yaml
+
+    from pipeline.export.kserve import export_kserve
+    store, manifest = _release(file, target, store_url)
+    exported = export_kserve(store, manifest, storage_uri, canary)
+    sys.stdout.write(yaml.safe_dump_all(exported.documents(), sort_keys=False))

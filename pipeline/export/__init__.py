@@ -1,0 +1,1 @@
+"""Releases as a deployment target takes them: KServe objects (kserve)."""
