@@ -168,7 +168,9 @@ def test_a_slower_candidate_is_refused(live_delayed: Path, tmp_path: Path,
     gates = gates_of(slow)
     p50, throughput = gates["regression.p50_ms"], gates["regression.throughput_rps"]
     assert p50["outcome"] == "failed" and p50["interval"][0] > 1.10, p50
-    assert throughput["outcome"] == "failed" and throughput["interval"][1] < 0.9, throughput
+    # The rounds stop at the first look where one metric is a regression: the others may
+    # be left undecided there, never passed.
+    assert throughput["outcome"] != "passed" and throughput["observed"] < 0.9, throughput
     assert "regression.p50_ms" in output
     assert pointer(project) == live                    # nothing promoted
 
