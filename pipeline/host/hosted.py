@@ -9,6 +9,7 @@ release recorded.
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -82,11 +83,16 @@ def start_release(store: Store, manifest: Manifest, here: LoadedSpec, folder: Pa
         raise LiveUnservable(f"it runs in a container image ({server_spec.runtime} runtime); "
                              "`serve` starts the local server process only")
     folder.mkdir(parents=True, exist_ok=True)
-    artifact = restore_release(store, manifest, loaded, folder)
     kind = server_kind(server_spec.kind)
     ports = loopback_ports(kind.port_names)
-    server = kind.launch(loaded, artifact, ports, folder / "server", env)
-    fleet.adopt(server)
+    try:
+        artifact = restore_release(store, manifest, loaded, folder)
+        server = kind.launch(loaded, artifact, ports, folder / "server", env)
+        fleet.adopt(server)
+    except BaseException:
+        # Nothing ran yet: no log worth keeping, only what was fetched.
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     try:
         checked = _checked(loaded, server, artifact.model_file, folder, env)
     except BaseException:

@@ -6,6 +6,7 @@ real start, against tritonserver: tests/integration/test_serve_host.py)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -17,6 +18,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from pipeline.cli.app import main
 from pipeline.errors import ServerError, StoreError, UsageError
 from pipeline.host.host import Host, HostSettings, stable_port
 from pipeline.host.hosted import Fleet, HostedRelease, start_release
@@ -326,6 +328,7 @@ def test_a_release_whose_blobs_fail_their_check_starts_nothing(
     with pytest.raises(IntegrityFailed, match="integrity check failed: model: "):
         start_release(first.store, first.manifest, load_spec(project / "serve.yaml", None),
                       tmp_path / "served", {}, Fleet())
+    assert not (tmp_path / "served").exists()
 
 
 def test_the_stable_port_defaults_to_the_production_http_port(project: Path) -> None:
@@ -357,3 +360,33 @@ def test_an_upstream_that_does_not_answer_is_a_502(
     status, body, header = asyncio.run(scenario())
     assert status == 502 and header == first.release_id
     assert body["error"].startswith(f"release {first.release_id} did not answer: ")
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+        raise SystemExit(0)
+    return int(exited.value.code or 0), capsys.readouterr().err
+
+
+def test_serve_names_a_missing_live_release_in_one_line(
+        releases: tuple[ExampleRelease, ExampleRelease],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run_cli(["serve", "production"], capsys)
+    assert (code, err.splitlines()) == (2, [
+        "error: environment production of 'fraud-mlp' has no live release in "
+        "file://.serve-pipeline/store"])
+
+
+def test_serve_names_a_corrupt_blob_in_one_line_and_leaves_nothing(
+        releases: tuple[ExampleRelease, ExampleRelease], project: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    first, _ = releases
+    first.blob_path("model").write_bytes(b"not the model")
+    code, err = run_cli(["serve", "staging"], capsys)
+    assert code == 3
+    assert err.splitlines() == [
+        f"error: release {first.release_id} of 'fraud-mlp' in file://.serve-pipeline/store: "
+        f"integrity check failed: model: blob {str(first.manifest.model_sha256)[:12]} is corrupt "
+        f"(sha256 {hashlib.sha256(b'not the model').hexdigest()[:12]})"]
+    assert list((project / ".serve-pipeline" / "serve" / "staging").iterdir()) == []
