@@ -50,9 +50,12 @@ class Upstream:
         self.in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        # The body is passed on as the server sent it (compressed or not).
+        # The request goes on with the client's headers only (aiohttp would add its own
+        # Accept-Encoding, and Triton would then compress for a client that did not ask),
+        # and the body comes back as the server sent it.
         self.session = aiohttp.ClientSession(
-            base_url, auto_decompress=False,
+            base_url, auto_decompress=False, skip_auto_headers=("Accept-Encoding",
+                                                                "User-Agent"),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S))
 
     def enter(self) -> None:
