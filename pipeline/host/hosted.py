@@ -77,15 +77,15 @@ def start_release(store: Store, manifest: Manifest, here: LoadedSpec, folder: Pa
     (`here`: the spec this host was started with, for the workspace parity's samples are
     read from). LiveUnservable (IntegrityFailed for a blob) says why not; its server is
     stopped again."""
-    loaded = live_spec(store, manifest, here)
-    server_spec = loaded.spec.server
-    if server_spec.runtime != "process":
-        raise LiveUnservable(f"it runs in a container image ({server_spec.runtime} runtime); "
-                             "`serve` starts the local server process only")
-    folder.mkdir(parents=True, exist_ok=True)
-    kind = server_kind(server_spec.kind)
-    ports = loopback_ports(kind.port_names)
     try:
+        loaded = live_spec(store, manifest, here)
+        server_spec = loaded.spec.server
+        if server_spec.runtime != "process":
+            raise LiveUnservable(f"it runs in a container image ({server_spec.runtime} "
+                                 "runtime); `serve` starts the local server process only")
+        folder.mkdir(parents=True, exist_ok=True)
+        kind = server_kind(server_spec.kind)
+        ports = loopback_ports(kind.port_names)
         artifact = restore_release(store, manifest, loaded, folder)
         server = kind.launch(loaded, artifact, ports, folder / "server", env)
         fleet.adopt(server)
@@ -100,7 +100,8 @@ def start_release(store: Store, manifest: Manifest, here: LoadedSpec, folder: Pa
         raise
     if checked.status is not Status.PASSED:
         fleet.retire(server)
-        raise LiveUnservable(f"parity {checked.status.value}: {checked.message}")
+        said = checked.message.splitlines()[0] if checked.message else "no message"
+        raise LiveUnservable(f"parity {checked.status.value}: {said}")
     url = f"http://127.0.0.1:{ports[kind.spec.http_port]}"
     return HostedRelease(manifest.release_id, loaded, server, url, folder)
 
