@@ -19,6 +19,7 @@ def parity(loaded: LoadedSpec, server: ModelServer, model_file: Path, folder: Pa
            env: Mapping[str, str]) -> StageResult:
     """The parity stage on `server`; its record.json lands in `folder`. The server stays
     up: the runner closes only its own resources."""
+    folder.mkdir(parents=True, exist_ok=True)
     with ExitStack() as own:
         ctx = RunContext(loaded=loaded, run_id=new_run_id(), run_dir=folder, env=dict(env),
                          resources=own, server=server)
