@@ -1,7 +1,9 @@
-"""`materialize` and `export kserve`: a release as a server or a cluster takes it."""
+"""`materialize`, `export kserve` and `serve`: a release as a server, a cluster or this host
+takes it."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -13,6 +15,7 @@ from pipeline.cli.common import DEFAULT_SPEC, SpecFile, out
 if TYPE_CHECKING:
     from pipeline.release.manifest_record import Manifest
     from pipeline.release.store.base import Store
+    from pipeline.spec.models import LoadedSpec
 
 Target = Annotated[str, typer.Argument(
     metavar="ENV|RELEASE", help="An environment (its live release) or a release id.")]
@@ -20,15 +23,23 @@ StoreUrl = Annotated[str | None, typer.Option(
     "--store", help="The store (default: the spec's, after the environment's overlay).")]
 
 
-def _release(file: Path, target: str, store_url: str | None) -> tuple[Store, Manifest]:
-    from pipeline.release.resolve import is_release_id, resolve_release
+def _spec_and_store(file: Path, target: str,
+                    store_url: str | None) -> tuple[LoadedSpec, Store]:
+    """The spec (after `target`'s overlay, when it is an environment with one) and the
+    store it names, or `--store`."""
+    from pipeline.release.resolve import is_release_id
     from pipeline.release.store import open_store, store_for
     from pipeline.servers.specs import load_spec
     from pipeline.spec.loading import environment_names
     loaded = load_spec(file, None)
     if not is_release_id(target) and target in environment_names(loaded.workspace):
         loaded = load_spec(file, target)
-    store = open_store(store_url, Path.cwd()) if store_url else store_for(loaded)
+    return loaded, open_store(store_url, Path.cwd()) if store_url else store_for(loaded)
+
+
+def _release(file: Path, target: str, store_url: str | None) -> tuple[Store, Manifest]:
+    from pipeline.release.resolve import resolve_release
+    loaded, store = _spec_and_store(file, target, store_url)
     return store, resolve_release(store, loaded.spec.name, target)
 
 
@@ -72,3 +83,33 @@ def export_kserve_command(target: Target,
     store, manifest = _release(file, target, store_url)
     exported = export_kserve(store, manifest, storage_uri, canary)
     sys.stdout.write(yaml.safe_dump_all(exported.documents(), sort_keys=False))
+
+
+def serve_command(environment: Annotated[str, typer.Argument(
+                      metavar="ENV", help="The environment whose release is served.")],
+                  port: Annotated[int | None, typer.Option(
+                      "--port", min=0, max=65535, help="The one HTTP port clients use "
+                      "(default: the release's production HTTP port, e.g. Triton's 8000).")
+                  ] = None,
+                  interval: Annotated[float, typer.Option(
+                      "--interval", metavar="SECONDS", min=0.1,
+                      help="Re-read the pointer this often (and on SIGHUP).")] = 30.0,
+                  listen: Annotated[str, typer.Option(
+                      "--listen", metavar="ADDRESS", help="The address the port is bound "
+                      "on.")] = "0.0.0.0",
+                  file: SpecFile = DEFAULT_SPEC, store_url: StoreUrl = None) -> None:
+    """Serve the release an environment's pointer is on, here, behind one stable HTTP port;
+    when the pointer moves, start the new release beside it and switch only once readiness
+    and parity passed on it. SIGHUP re-reads the pointer; SIGTERM or Ctrl-C stops
+    everything."""
+    from pipeline.host.host import HostSettings, serve_environment
+    from pipeline.record import STATE_DIR
+    loaded, store = _spec_and_store(file, environment, store_url)
+
+    def say(line: str) -> None:
+        out().print(line, markup=False)
+
+    serve_environment(HostSettings(
+        store=store, environment=environment, here=loaded, listen=listen, port=port,
+        interval_s=interval, folder=loaded.workspace / STATE_DIR / "serve" / environment,
+        env=dict(os.environ), say=say))

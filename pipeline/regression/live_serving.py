@@ -30,6 +30,10 @@ class LiveUnservable(Exception):
     """Why the live release cannot be served here, in one line."""
 
 
+class IntegrityFailed(LiveUnservable):
+    """A blob of the release is missing or does not match its digest."""
+
+
 @dataclass(frozen=True)
 class ServedLive:
     release_id: str
@@ -60,11 +64,13 @@ def live_spec(store: Store, manifest: Manifest, candidate: LoadedSpec) -> Loaded
                       candidate.workspace, ())
 
 
-def _restored(store: Store, manifest: Manifest, loaded: LoadedSpec,
-              folder: Path) -> BuiltArtifact:
+def restore_release(store: Store, manifest: Manifest, loaded: LoadedSpec,
+                    folder: Path) -> BuiltArtifact:
+    """The release's artifact unpacked into `folder`, every blob checked, its config rendered
+    from `loaded` (its own spec) and held to the digest it recorded."""
     problems = verify_release(store, manifest)
     if problems:
-        raise LiveUnservable("integrity check failed: " + "; ".join(problems))
+        raise IntegrityFailed("integrity check failed: " + "; ".join(problems))
     digest, model_digest = manifest.artifact_sha256, manifest.model_sha256
     if digest is None or model_digest is None:
         raise LiveUnservable("its manifest names no artifact or model digest")
@@ -97,7 +103,7 @@ def serve_live(ctx: RunContext, store: Store, manifest: Manifest) -> ServedLive:
     folder = ctx.run_dir / "live-release"
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        artifact = _restored(store, manifest, loaded, folder)
+        artifact = restore_release(store, manifest, loaded, folder)
         kind = server_kind(server_spec.kind)
         server = kind.launch(loaded, artifact, loopback_ports(kind.port_names), folder,
                              ctx.env)

@@ -32,6 +32,9 @@ class KindSpec:
     section_rules: tuple[Rule, ...] = ()
     """Rules on that block, run whenever a spec has it, whichever kind it names (`compare`
     serves one spec on both)."""
+    http_port: str = "http"
+    """The port (one of `production_ports`) clients send inference to over HTTP: the one
+    `serve` puts its stable port in front of."""
 
     @property
     def port_names(self) -> tuple[str, ...]:

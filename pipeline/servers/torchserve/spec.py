@@ -55,4 +55,5 @@ TORCHSERVE_SPEC = KindSpec(
                     delay_in_milliseconds),
     load_rules=(load_over_http,),
     section=TorchServeSettings,
-    section_rules=(settings_pass_through,))
+    section_rules=(settings_pass_through,),
+    http_port="inference")
