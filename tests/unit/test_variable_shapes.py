@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 
@@ -27,10 +28,11 @@ from pipeline.report.markdown import render_markdown
 from pipeline.report.terminal import measurements_table
 from pipeline.request_types import HttpRequest, RequestMix
 from pipeline.servers.base import ASSETS
-from pipeline.servers.specs import load_spec
+from pipeline.servers.specs import json_schema, load_spec
 from pipeline.servers.torchserve.properties import serve_spec
 from pipeline.servers.triton.config import check_model_config, config_text, render_model_config
 from pipeline.servers.triton.kserve import probe_request
+from pipeline.spec.positions import parse_document
 from tests.support.htmldom import parse_html
 from tests.support.http_server import serving
 from tests.unit.test_wire import _Handler
@@ -292,3 +294,22 @@ def test_the_torchserve_handler_runs_each_shape_as_one_batch() -> None:
     assert all(status == 200 for *_, status, _ in answered)
     scores = {index: np.load(io.BytesIO(body))["scores"] for index, body, *_ in answered}
     assert scores[1].tolist() == [[10.0], [10.0]] and scores[2].tolist() == [[6.0]]
+
+
+def test_the_schema_and_the_docs_know_every_new_key(project: Path) -> None:
+    schema = json_schema()
+    example = parse_document((project / EXAMPLE).read_text(), "example").data
+    jsonschema.validate(example, schema)
+    defs = schema["$defs"]
+    assert {"values", "weights"} <= set(defs["SizesSpec"]["properties"])
+    assert "sizes" in defs["ModelSpec"]["properties"]
+    for stage in ("LatencyStage", "SaturationStage"):
+        assert {"data", "data_order"} <= set(defs[stage]["properties"])
+    repo = Path(__file__).resolve().parents[2]
+    readme = (repo / "README.md").read_text()
+    spec_page = (repo / "docs" / "spec.md").read_text()
+    for key in ("model.sizes", "weights", "stages.latency.data", "data_order",
+                "stages.saturation.data", "shape: [-1, 8]"):
+        assert key in spec_page, key
+    for key in ("sizes:", "data_order", "saturation: {data:", "shape: [-1, 8]"):
+        assert key in readme, key
