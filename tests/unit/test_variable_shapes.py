@@ -8,6 +8,7 @@ import copy
 import importlib.util
 import io
 import json
+import pickle
 from collections import Counter
 from pathlib import Path
 
@@ -313,3 +314,18 @@ def test_the_schema_and_the_docs_know_every_new_key(project: Path) -> None:
         assert key in spec_page, key
     for key in ("sizes:", "data_order", "saturation: {data:", "shape: [-1, 8]"):
         assert key in readme, key
+
+
+def test_a_mix_goes_on_where_the_last_window_stopped_and_travels_to_a_worker() -> None:
+    with serving(_Handler) as url:
+        fine = HttpRequest("POST", url + "/ok", b"fine", {})
+        mix = RequestMix((fine, fine, fine), ("4", "16", "96"), (0, 1, 2))
+        first = asyncio.run(closed_loop(mix, 1, 0.2, 5.0))
+        second = asyncio.run(closed_loop(mix, 8, 0.2, 5.0))
+    sent = first.requests + second.requests
+    assert mix.cursor.take() == sent           # one count over both windows and all threads
+    for result in (first, second):
+        counts = [row["requests"] for row in result.size_summary().values()]
+        assert max(counts) - min(counts) <= 1, counts
+    travelled = pickle.loads(pickle.dumps(mix))
+    assert travelled == mix and travelled.cursor.take() == sent + 1

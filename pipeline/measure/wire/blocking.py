@@ -150,18 +150,15 @@ class BlockingHttp(_Socket):
 
 
 class BlockingHttpMix(BlockingHttp):
-    """A mix's requests in its order, from its `start`-th on, over one connection."""
+    """A mix's requests in its order (shared with the other threads), over one connection."""
 
-    def __init__(self, mix: RequestMix, start: int) -> None:
+    def __init__(self, mix: RequestMix, payloads: list[bytes]) -> None:
         super().__init__(mix.requests[0])
         self.mix = mix
-        self.payloads = [encode_request(request)[2] for request in mix.requests]
-        self.cursor = start
+        self.payloads = payloads
 
     def send(self, timeout_s: float) -> str | None:
-        order = self.mix.order
-        index = order[self.cursor % len(order)]
-        self.cursor += 1
+        index = self.mix.next_index()
         self.size = self.mix.sizes[index]
         return self.send_payload(timeout_s, self.payloads[index])
 
@@ -265,8 +262,6 @@ def blocking_callers(target: HttpRequest | GrpcRequest | RequestMix, concurrency
     if concurrency > HTTP_THREADS_UP_TO:
         return None
     if isinstance(target, RequestMix):
-        # Each thread starts at its own place in the order, so that together they send
-        # the mix's proportions from the first request on.
-        step = max(1, len(target.order) // concurrency)
-        return [BlockingHttpMix(target, thread * step) for thread in range(concurrency)]
+        payloads = [encode_request(request)[2] for request in target.requests]
+        return [BlockingHttpMix(target, payloads) for _ in range(concurrency)]
     return [BlockingHttp(target) for _ in range(concurrency)]

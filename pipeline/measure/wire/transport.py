@@ -63,20 +63,13 @@ class _Single:
 class MixTransport:
     """A mix's requests in its order over one pool of connections (one server)."""
 
-    def __init__(self, mix: RequestMix, start: int = 0) -> None:
+    def __init__(self, mix: RequestMix) -> None:
         self.mix = mix
         self.pool = WirePool(mix.requests[0])
         self.payloads = [encode_request(request)[2] for request in mix.requests]
-        self.cursor = start
-
-    def next_index(self) -> int:
-        order = self.mix.order
-        index = order[self.cursor % len(order)]
-        self.cursor += 1
-        return index
 
     async def send(self, timeout_s: float) -> Sent:
-        index = self.next_index()
+        index = self.mix.next_index()
         return Sent(await _http_send(self.pool, timeout_s, self.payloads[index]),
                     self.mix.sizes[index])
 
@@ -90,8 +83,8 @@ def transport_for(target: HttpRequest | GrpcRequest) -> Transport:
     return _HttpTransport(target)
 
 
-def sized_transport(target: Target, start: int = 0) -> SizedTransport:
-    """How the load loops send `target`: a mix from its `start`-th request on."""
+def sized_transport(target: Target) -> SizedTransport:
+    """How the load loops send `target`."""
     if isinstance(target, RequestMix):
-        return MixTransport(target, start)
+        return MixTransport(target)
     return _Single(transport_for(target))
