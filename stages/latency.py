@@ -4,8 +4,9 @@ The measurement runs in windows until every gate it can stop on (the percentiles
 error rate) is decided on its bound (pipeline.gates.percentile_verdict,
 pipeline.statistics.sequential), or until the cap, when an undecided gate is inconclusive.
 Next to the client's percentiles it records the server's own view of exactly those windows
-(queue vs compute time, formed batch sizes), and the memory of the server's process tree
-sampled through the windows.
+(queue vs compute time, formed batch sizes), the memory of the server's process tree
+sampled through the windows, and, where requests come in several sizes (model.sizes, a
+data file), p50 and p99 per size (details `sizes`).
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def run(ctx: RunContext) -> StageResult:
         spec, server, memory_before, memory, rss.samples, measured_windows, measured_outcome)
     gates += memory_gates
     details = _details(spec, measured, judgement, measured_windows, stable, memory_notes)
+    if measured.sizes:
+        details["sizes"] = measured.size_summary()
     workers = load_workers_record(ctx, NAME)
     if workers is not None:
         details["load_workers"] = workers
@@ -178,6 +181,10 @@ def _message(measured: LoadResult, metrics: LatencyOutcome, reached: dict[str, b
         message += f" (undecided after {len(outcome.windows)} windows, the cap)"
     if "p99" in measured.thin_percentiles():
         message += f" (p99 from only {int(summary[m.REQUESTS])} requests)"
+    if measured.sizes:
+        message += "; by size p50/p99 " + ", ".join(
+            f"{size}: {row[m.P50_MS]:.2f}/{row[m.P99_MS]:.2f}ms"
+            for size, row in measured.size_summary().items())
     return message
 
 

@@ -1,7 +1,8 @@
 """parity: served outputs against the source model run in-process, then the failure path.
 
 Reference and server see the same batches: single items and a full batch of
-`max_batch_size`. Both sides' outputs are held to the spec's names, per-item shapes
+`max_batch_size`, at the smallest, the middle and the largest of `model.sizes` when an
+input has a variable dimension. Both sides' outputs are held to the spec's names, per-item shapes
 (`parity.output_contract`) and dtypes (`parity.output_dtype`) and must be finite unless
 the spec allows otherwise (`parity.finite_outputs`); the same batches sent again must
 give the same outputs (within the tolerance). A reference that raises fails the stage
@@ -26,11 +27,11 @@ from pipeline.model.contract import ContractCheck
 from pipeline.model.nonfinite import FiniteCheck
 from pipeline.model.reference import ReferenceFailed, expected_outputs
 from pipeline.model.runtime import LoadedModel
-from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch, load_samples, take
+from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch, samples_at, take
 from pipeline.outcomes.parity import ParityOutcome
 from pipeline.servers import http, server_kind
 from pipeline.servers.base import ModelServer, send
-from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, Spec
+from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ProbeName, Spec
 from pipeline.stage_result import Gate, StageResult
 
 NAME = "parity"
@@ -116,21 +117,26 @@ class SampleBatch:
     items: int
 
 
-def sample_batches(spec: Spec, samples: Batch) -> list[SampleBatch]:
-    """Single items, then one full batch of max_batch_size (wrapping round the samples)."""
-    available = next(iter(samples.values())).shape[0]
-    starts = [(start, 1) for start in range(min(SINGLE_ITEMS, available))]
-    starts.append((0, spec.server.batching.max_batch_size))
+def sample_batches(spec: Spec, sized: list[tuple[int | None, Batch]]) -> list[SampleBatch]:
+    """At each size: single items, then one full batch of max_batch_size (wrapping round
+    the samples)."""
+    starts = []
+    for size, samples in sized:
+        available = next(iter(samples.values())).shape[0]
+        starts += [(size, samples, start, 1) for start in range(min(SINGLE_ITEMS, available))]
+        starts.append((size, samples, 0, spec.server.batching.max_batch_size))
     batches = []
-    for index, (start, items) in enumerate(starts):
+    for index, (size, samples, start, items) in enumerate(starts):
         which = f"sample {start + 1}" if items == 1 else f"{items} items from sample {start + 1}"
+        if size is not None:
+            which = f"size {size}, {which}"
         batches.append(SampleBatch(f"sample batch {index + 1} of {len(starts)} ({which})",
                                    take(samples, items, start), items))
     return batches
 
 
 def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel,
-                    samples: Batch) -> Comparison:
+                    samples: list[tuple[int | None, Batch]]) -> Comparison:
     """Each sample batch through the reference and the server, compared element-wise and
     held to the spec's outputs; ReferenceFailed when the reference raises on one."""
     spec = ctx.loaded.spec
@@ -273,7 +279,8 @@ class MemoryWatch:
 
 
 def largest_request_bytes(spec: Spec) -> int:
-    item = sum(int(np.prod(t.shape)) * np.dtype(NUMPY_DTYPES[t.dtype]).itemsize
+    largest = spec.model.size_values()[-1]
+    item = sum(int(np.prod(t.item_shape(largest))) * np.dtype(NUMPY_DTYPES[t.dtype]).itemsize
                for t in spec.model.inputs)
     return item * spec.server.batching.max_batch_size
 
@@ -310,40 +317,72 @@ def limit_verdict(probe: str, status: int | None, watch: MemoryWatch,
     return verdict
 
 
+SIZED_PROBES = frozenset({"wrong_shape", "wrong_dtype", "missing_input", "batch_over_max"})
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    size: int | None
+    status: int | None
+    said: str
+    ready: bool
+    watch: MemoryWatch
+
+    @property
+    def clean(self) -> bool:
+        return self.status is not None and 400 <= self.status < 500 and self.ready
+
+
+def send_probe(server: ModelServer, probe: ProbeName, size: int | None) -> ProbeAnswer:
+    """The probe at `size` (its variable dimensions), watched for memory."""
+    watch = MemoryWatch(server)
+    try:
+        with watch:
+            reply = send(server.probe_request(probe, size), REQUEST_TIMEOUT_S)
+        status: int | None = reply.status
+        try:
+            said = str(json.loads(reply.body).get("error", ""))[:160]
+        except (ValueError, AttributeError):
+            said = reply.text()[:160]
+    except http.Unreachable as exc:
+        status, said = None, str(exc)
+    if watch.tripped:
+        raise ServerError(f"probe {probe}: the server grew by more than {MEMORY_GUARD_MB} "
+                          "MiB and was stopped before it could endanger the machine")
+    return ProbeAnswer(size, status, said, server.alive() and server.is_ready(), watch)
+
+
 def run_probes(ctx: RunContext, server: ModelServer) -> tuple[list[Gate], list[dict[str, Any]]]:
+    """Each probe once; those that send a valid request but for one thing, at each size
+    parity sends when an input has a variable dimension."""
     spec = ctx.loaded.spec
     gates = []
     details = []
     for probe in spec.stages.failure.probes:
-        watch = MemoryWatch(server)
-        try:
-            with watch:
-                reply = send(server.probe_request(probe), REQUEST_TIMEOUT_S)
-            status: int | None = reply.status
-            try:
-                said = str(json.loads(reply.body).get("error", ""))[:160]
-            except (ValueError, AttributeError):
-                said = reply.text()[:160]
-        except http.Unreachable as exc:
-            status, said = None, str(exc)
-        if watch.tripped:
-            raise ServerError(f"probe {probe}: the server grew by more than {MEMORY_GUARD_MB} "
-                              "MiB and was stopped before it could endanger the machine")
-        ready = server.alive() and server.is_ready()
-        observed = f"{status if status is not None else 'no answer'}, " + \
-            ("server ready" if ready else "server NOT ready")
+        sizes = spec.model.size_values() if probe in SIZED_PROBES else [None]
+        answers = [send_probe(server, probe, size) for size in sizes]
+        answer = next((a for a in answers if not a.clean), answers[-1])
+        status, ready = answer.status, all(a.ready for a in answers)
+        shown = "/".join(str(a.status) if a.status is not None else "no answer"
+                         for a in answers)
+        if len(answers) > 1:
+            shown += " at sizes " + "/".join(str(a.size) for a in answers)
+        observed = f"{shown}, " + ("server ready" if ready else "server NOT ready")
         if probe in LIMIT_PROBES:
             # The server's limits are reported (with the size limit to set), not gated: the
             # gate is that the server survives them.
             gates.append(Gate(f"failure.{probe}", observed, "an answer, server stays ready",
                               status is not None and ready))
         else:
-            clean = status is not None and 400 <= status < 500 and ready
-            gates.append(Gate(f"failure.{probe}", observed, "4xx, server stays ready", clean))
+            gates.append(Gate(f"failure.{probe}", observed, "4xx, server stays ready",
+                              all(a.clean for a in answers)))
         entry: dict[str, Any] = {"probe": probe, "sent": PROBE_TEXT[probe], "status": status,
-                                 "error": said, "ready_after": ready}
+                                 "error": answer.said, "ready_after": ready}
+        if len(answers) > 1:
+            entry["by_size"] = [{"size": a.size, "status": a.status, "error": a.said,
+                                 "ready_after": a.ready} for a in answers]
         if probe in LIMIT_PROBES:
-            entry.update(limit_verdict(probe, status, watch, spec))
+            entry.update(limit_verdict(probe, status, answer.watch, spec))
         details.append(entry)
     return gates, details
 
@@ -361,7 +400,7 @@ def reference_failure(failed: ReferenceFailed) -> StageResult:
 def run(ctx: RunContext) -> StageResult:
     spec = ctx.loaded.spec
     server = ctx.require_server()
-    samples = load_samples(spec.model, spec.stages.parity, ctx.loaded.workspace)
+    samples = samples_at(spec.model, spec.stages.parity, ctx.loaded.workspace)
     reference = ctx.reference_model()
     try:
         comparison = compare_outputs(ctx, server, reference, samples)

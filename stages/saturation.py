@@ -33,7 +33,7 @@ def run(ctx: RunContext) -> StageResult:
     if not stage.enabled:
         return StageResult(NAME, Status.SKIPPED, "stages.saturation.enabled is false")
     server = ctx.require_server()
-    target = spec_target(ctx.loaded, server)
+    target = spec_target(ctx.loaded, server, "saturation")
     sender = sender_for(ctx, NAME)
 
     def probe(concurrency: int) -> ProbeOutcome:

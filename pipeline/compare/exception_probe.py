@@ -52,7 +52,7 @@ def raising_spec(loaded: LoadedSpec, folder: Path) -> LoadedSpec:
     import torch
 
     folder.mkdir(parents=True, exist_ok=True)
-    outputs = [(list(o.shape), o.dtype) for o in loaded.spec.model.outputs]
+    outputs = [(list(o.item_shape(1)), o.dtype) for o in loaded.spec.model.outputs]
     (folder / "raising.py").write_text(RAISING_MODEL.format(outputs=outputs),
                                        encoding="utf-8")
     torch.save({}, folder / "raising.pt")

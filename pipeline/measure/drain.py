@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from pipeline.measure.loadgen import Target, transport_for
+from pipeline.measure.loadgen import Target
+from pipeline.measure.wire.transport import sized_transport
 from pipeline.statistics.capacity import Drained
 
 RETRY_PAUSE_S = 0.01  # between attempts, so that fast errors do not spin the client
@@ -19,14 +20,14 @@ RETRY_PAUSE_S = 0.01  # between attempts, so that fast errors do not spin the cl
 
 async def until_prompt(target: Target, within_s: float, limit_s: float) -> Drained:
     """Send single requests until one is answered within `within_s`, for `limit_s` at most."""
-    transport = transport_for(target)
+    transport = sized_transport(target)
     started = time.perf_counter()
     deadline = started + limit_s
     requests = 0
     try:
         while (remaining := deadline - time.perf_counter()) > 0:
             sent = time.perf_counter()
-            error = await transport.send(remaining)
+            error, _ = await transport.send(remaining)
             requests += 1
             if error is None and time.perf_counter() - sent <= within_s:
                 return Drained(time.perf_counter() - started, True, requests)

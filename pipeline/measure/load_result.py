@@ -43,7 +43,9 @@ class LoadResult:
     request in completion order (seconds since the window began, and its latency), so
     that a verdict can cut the window into blocks of consecutive requests.
     `client_wait_s` is the time the client's threads spent waiting for a CPU (None where
-    the platform does not say).
+    the platform does not say). `sizes` holds the same latencies by the size bucket of
+    the request (a mix's, `RequestMix`): every request of a mix is in the histogram and
+    in its size's.
     """
 
     duration_s: float
@@ -54,11 +56,15 @@ class LoadResult:
     finished_s: array[float] = field(default_factory=lambda: array("d"))
     latencies_us: array[int] = field(default_factory=lambda: array("q"))
     client_wait_s: float | None = None
+    sizes: dict[str, HdrHistogram] = field(default_factory=dict)
 
-    def record(self, value_us: int, finished_s: float, error: str | None = None) -> None:
+    def record(self, value_us: int, finished_s: float, error: str | None = None,
+               size: str | None = None) -> None:
         """One request: in the histogram, the timeline, and completed or its error's count
-        (one count for all three, so that percentiles, error rate and throughput agree)."""
+        (one count for all three, so that percentiles, error rate and throughput agree);
+        and in its size bucket's histogram, if it has one."""
         self.histogram.record_value(value_us)
+        self.record_size(size, value_us)
         self.finished_s.append(finished_s)
         self.latencies_us.append(value_us)
         if error is None:
@@ -66,7 +72,27 @@ class LoadResult:
         else:
             self.errors[error] += 1
 
+    def record_size(self, size: str | None, value_us: int) -> None:
+        if size is not None:
+            self.sizes.setdefault(size, new_histogram()).record_value(value_us)
+
+    def add_sizes(self, sizes: dict[str, HdrHistogram]) -> None:
+        for size, histogram in sizes.items():
+            self.sizes.setdefault(size, new_histogram()).add(histogram)
+
+    def size_summary(self) -> dict[str, dict[str, float]]:
+        """p50, p99 (ms) and requests per size bucket, smallest size first."""
+        def key(size: str) -> tuple[int, float, str]:
+            try:
+                return 0, float(size), size
+            except ValueError:
+                return 1, 0.0, size
+        return {size: {m.P50_MS: _at(histogram, 50), m.P99_MS: _at(histogram, 99),
+                       m.REQUESTS: float(histogram.get_total_count())}
+                for size, histogram in sorted(self.sizes.items(), key=lambda kv: key(kv[0]))}
+
     def merge(self, other: LoadResult) -> None:
+        self.add_sizes(other.sizes)
         self.histogram.add(other.histogram)
         self.completed += other.completed
         self.errors.update(other.errors)
@@ -122,6 +148,12 @@ class LoadResult:
             "client_cpu_ms_per_request": (self.client_cpu_s * 1e3 / requests
                                           if requests else 0.0),
         }
+
+
+def _at(histogram: HdrHistogram, percentile: float) -> float:
+    if histogram.get_total_count() == 0:
+        return 0.0
+    return float(histogram.get_value_at_percentile(percentile)) / 1e3
 
 
 def merge_windows(windows: list[LoadResult]) -> LoadResult:

@@ -24,7 +24,7 @@ from pipeline.measure.load_result import (
 from pipeline.measure.open_loop import HardEnd, OpenLoopResult, Phase, open_loop, schedule
 from pipeline.measure.supervise import LoadAborted, Tick, no_tick, supervise
 from pipeline.measure.wire.blocking import BlockingCaller, blocking_callers
-from pipeline.measure.wire.transport import Target, Transport, transport_for
+from pipeline.measure.wire.transport import Target, Transport, sized_transport, transport_for
 from pipeline.statistics.order_stats import MIN_SAMPLES_FOR
 
 # Re-exported: the load generators' results, transports and open loop live in their own
@@ -50,7 +50,7 @@ async def closed_loop(target: Target, concurrency: int, duration_s: float, timeo
     if callers is not None:
         return await _closed_loop_blocking(callers, duration_s, timeout_s, should_stop, tick)
     result = LoadResult(duration_s)
-    transport = transport_for(target)
+    transport = sized_transport(target)
     try:
         cpu_start, waits = time.process_time(), runqueue_wait_s()
         start = time.perf_counter()
@@ -61,11 +61,11 @@ async def closed_loop(target: Target, concurrency: int, duration_s: float, timeo
                 sent = time.perf_counter()
                 if sent >= end:
                     return
-                error = await transport.send(timeout_s)
+                error, size = await transport.send(timeout_s)
                 done = time.perf_counter()
                 value = latency_us(done - sent) if error is None else \
                     failed_latency_us(done - sent, timeout_s)
-                result.record(value, done - start, error)
+                result.record(value, done - start, error, size)
 
         await supervise([asyncio.create_task(worker()) for _ in range(concurrency)],
                         should_stop, tick)
@@ -114,6 +114,7 @@ async def _closed_loop_blocking(callers: list[BlockingCaller], duration_s: float
                       for at, value in zip(share.finished_s, share.latencies_us, strict=True))
     for share in shares:
         result.histogram.add(share.histogram)
+        result.add_sizes(share.sizes)
         result.completed += share.completed
         result.errors.update(share.errors)
     result.finished_s.extend(at for at, _ in timeline)
@@ -135,7 +136,7 @@ def _blocking_worker(caller: BlockingCaller, result: LoadResult, start: float, e
                 return
             value = latency_us(done - sent) if error is None else \
                 failed_latency_us(done - sent, timeout_s)
-            result.record(value, done - start, error)
+            result.record(value, done - start, error, caller.size)
     finally:
         caller.close()
 
@@ -149,7 +150,7 @@ async def paced_sequential(target: Target, rate: float, duration_s: float,
     coordinated omission, as in a synchronous load generator.
     """
     naive, honest = LoadResult(duration_s), LoadResult(duration_s)
-    transport = transport_for(target)
+    transport = sized_transport(target)
     try:
         start = time.perf_counter()
         for index in range(int(rate * duration_s)):
@@ -158,7 +159,7 @@ async def paced_sequential(target: Target, rate: float, duration_s: float,
             if delay > 0:
                 await asyncio.sleep(delay)
             sent = time.perf_counter()
-            error = await transport.send(timeout_s)
+            error, _ = await transport.send(timeout_s)
             done = time.perf_counter()
             for result, since in ((naive, sent), (honest, intended)):
                 if error is None:

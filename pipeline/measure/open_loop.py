@@ -18,7 +18,7 @@ from hdrh.histogram import HdrHistogram
 from pipeline.measure.load_result import LoadResult, failed_latency_us, latency_us, new_histogram
 from pipeline.measure.pacing import Pacer
 from pipeline.measure.supervise import Tick, no_tick, supervise
-from pipeline.measure.wire.transport import Target, Transport, transport_for
+from pipeline.measure.wire.transport import SizedTransport, Target, sized_transport
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
     (time.time()) that all workers' offsets count from as `start_wall`.
     """
     window = _OpenLoopWindow(phases, schedule(phases, arrivals, seed) if plan is None else plan,
-                             timeout_s, max_in_flight, hard_end, transport_for(target))
+                             timeout_s, max_in_flight, hard_end, sized_transport(target))
     with _no_cyclic_gc():
         try:
             cpu_start = time.process_time()
@@ -142,7 +142,7 @@ class _OpenLoopWindow:
 
     def __init__(self, phases: Sequence[Phase], plan: list[tuple[float, str]],
                  timeout_s: float, max_in_flight: int, hard_end: HardEnd | None,
-                 transport: Transport) -> None:
+                 transport: SizedTransport) -> None:
         self.results = {phase.name: LoadResult(phase.duration_s) for phase in phases}
         self.from_send = LoadResult(sum(phase.duration_s for phase in phases))
         self.lag = new_histogram()
@@ -162,16 +162,18 @@ class _OpenLoopWindow:
         self.unsettled = 0
 
     def record(self, bucket: LoadResult, error: str | None, since_intended: float,
-               since_sent: float) -> None:
+               since_sent: float, size: str | None = None) -> None:
         from_send = self.from_send
         if error is None:
             bucket.histogram.record_value(latency_us(since_intended))
+            bucket.record_size(size, latency_us(since_intended))
             from_send.histogram.record_value(latency_us(since_sent))
             bucket.completed += 1
             from_send.completed += 1
             return
         self.errors += 1
         bucket.histogram.record_value(failed_latency_us(since_intended, self.timeout_s))
+        bucket.record_size(size, failed_latency_us(since_intended, self.timeout_s))
         from_send.histogram.record_value(failed_latency_us(since_sent, self.timeout_s))
         bucket.errors[error] += 1
         from_send.errors[error] += 1
@@ -220,13 +222,13 @@ class _OpenLoopWindow:
 
     async def one(self, intended: float, sent: float, bucket: LoadResult,
                   is_burst: bool) -> None:
-        error = await self.transport.send(self.wire_timeout_s)
+        error, size = await self.transport.send(self.wire_timeout_s)
         done = time.perf_counter()
         if asyncio.current_task() in self.detached:
             return                  # counted as unanswered at the hard end
         if done - sent > self.timeout_s:  # answered, but after the timeout
             error, done = "timeout", sent + self.timeout_s
-        self.record(bucket, error, done - intended, done - sent)
+        self.record(bucket, error, done - intended, done - sent, size)
         if is_burst:
             self.last_burst_done = max(self.last_burst_done, done - self.start)
 

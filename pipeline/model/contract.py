@@ -3,7 +3,8 @@
 Parity compares the server with the reference, and the reference is the same model: a
 model that breaks its declared contract agrees with itself. So both sides are held to
 the spec on their own. A breach is an output missing, one the spec does not declare, or
-a shape other than `[items, *shape]` (the batch dimension is implicit in the spec).
+a shape other than `[items, *shape]` (the batch dimension is implicit in the spec; a -1
+takes any size).
 Dtypes are judged by `parity.output_dtype`; a breach shows them beside the shape.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pipeline.model.tensors import Array
+from pipeline.model.tensors import Array, fits
 from pipeline.spec.models import OutputSpec
 from pipeline.stage_result import Gate
 
@@ -60,7 +61,7 @@ class ContractCheck:
             array = arrays.get(tensor.name)
             if array is None:
                 self._breach(Breach(side, tensor.name, "missing"), label)
-            elif tuple(array.shape) != (items, *tensor.shape):
+            elif not (array.shape[:1] == (items,) and fits(tensor, tuple(array.shape[1:]))):
                 self._breach(Breach(side, tensor.name, observed(array, items)), label)
         names = {tensor.name for tensor in self.outputs}
         for name in sorted(set(arrays) - names):

@@ -9,6 +9,7 @@ import numpy.typing as npt
 
 from pipeline.errors import UsageError
 from pipeline.spec.models import ModelSpec, ParityStage, TensorSpec
+from pipeline.spec.sizes import VARIABLE
 
 Array = npt.NDArray[np.generic]
 Batch = dict[str, Array]
@@ -29,12 +30,14 @@ def config_dtype(dtype: str) -> str:
     return "TYPE_" + WIRE_DTYPES[dtype]
 
 
-def generate_inputs(inputs: list[TensorSpec], count: int, seed: int) -> Batch:
-    """Deterministic inputs: standard normal for floats, small non-negative ints, coin flips."""
+def generate_inputs(inputs: list[TensorSpec], count: int, seed: int,
+                    size: int | None = None) -> Batch:
+    """Deterministic inputs: standard normal for floats, small non-negative ints, coin flips;
+    every variable dimension (-1) `size` long."""
     rng = np.random.default_rng(seed)
     batch: Batch = {}
     for tensor in inputs:
-        shape = (count, *tensor.shape)
+        shape = (count, *tensor.item_shape(size))
         dtype = NUMPY_DTYPES[tensor.dtype]
         if tensor.dtype == "bool":
             batch[tensor.name] = rng.integers(0, 2, size=shape).astype(np.bool_)
@@ -46,9 +49,11 @@ def generate_inputs(inputs: list[TensorSpec], count: int, seed: int) -> Batch:
 
 
 def load_samples(model: ModelSpec, parity: ParityStage, workspace: Path) -> Batch:
-    """Representative inputs from `parity.data`, else generated ones; checked against the spec."""
+    """Representative inputs from `parity.data`, else generated ones (variable dimensions at
+    the smallest of model.sizes); checked against the spec."""
     if parity.data is None:
-        return generate_inputs(model.inputs, parity.samples, parity.seed)
+        size = model.sizes.values[0] if model.sizes is not None else None
+        return generate_inputs(model.inputs, parity.samples, parity.seed, size)
     path = workspace / parity.data
     try:
         with np.load(path, allow_pickle=False) as archive:
@@ -62,7 +67,7 @@ def load_samples(model: ModelSpec, parity: ParityStage, workspace: Path) -> Batc
             raise UsageError(f"{parity.data}: no array named '{tensor.name}' "
                              f"(has: {', '.join(sorted(arrays)) or 'none'})")
         array = arrays[tensor.name]
-        if tuple(array.shape[1:]) != tuple(tensor.shape):
+        if not fits(tensor, array.shape[1:]):
             raise UsageError(f"{parity.data}: '{tensor.name}' has items of shape "
                              f"{list(array.shape[1:])}, the spec says {tensor.shape}")
         if array.dtype != np.dtype(NUMPY_DTYPES[tensor.dtype]):
@@ -74,6 +79,34 @@ def load_samples(model: ModelSpec, parity: ParityStage, workspace: Path) -> Batc
         raise UsageError(f"{parity.data}: inputs need the same non-zero number of samples, "
                          f"got {sorted(counts)}")
     return batch
+
+
+def fits(tensor: TensorSpec, item_shape: tuple[int, ...]) -> bool:
+    """Whether items of `item_shape` are what `tensor` declares (a -1 takes any size)."""
+    return len(item_shape) == len(tensor.shape) and all(
+        declared in (VARIABLE, size) for declared, size in zip(tensor.shape, item_shape,
+                                                               strict=True))
+
+
+def samples_at(model: ModelSpec, parity: ParityStage, workspace: Path
+               ) -> list[tuple[int | None, Batch]]:
+    """Parity's samples at each size it sends: generated at the smallest, middle and largest
+    of model.sizes, or those of `parity.data` (which fixes its own sizes)."""
+    if parity.data is not None or model.sizes is None:
+        return [(None, load_samples(model, parity, workspace))]
+    return [(size, generate_inputs(model.inputs, parity.samples, parity.seed + index, size))
+            for index, size in enumerate(model.sizes.parity_sizes())]
+
+
+def misshapen(tensor: TensorSpec, size: int | None) -> list[int]:
+    """A per-item shape `tensor` does not take: its last fixed dimension one element too
+    long, or one dimension too many where every dimension is variable."""
+    shape = list(tensor.item_shape(size))
+    fixed = [index for index, dim in enumerate(tensor.shape) if dim != VARIABLE]
+    if not fixed:
+        return [*shape, 1]
+    shape[fixed[-1]] += 1
+    return shape
 
 
 def take(batch: Batch, count: int, start: int = 0) -> Batch:

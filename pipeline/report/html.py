@@ -144,6 +144,13 @@ def _waits(parent: ET.Element, record: RunRecord) -> None:
     add_element(row, "td", "client, end to end", cls="label")
     for name in names:
         add_element(row, "td", data.ms(waits.client_ms[name]), cls="num")
+    for size in data.sizes(record):
+        row = add_element(body, "tr")
+        add_element(row, "td", f"client, size {size.size} "
+                    f"({data.format_value(size.requests)} requests)", cls="label")
+        for name in names:
+            value = {"p50": size.p50_ms, "p99": size.p99_ms}.get(name)
+            add_element(row, "td", data.ms(value) if value is not None else "—", cls="num")
     if waits.queue_ms is not None:
         row = add_element(body, "tr")
         add_element(row, "td", "server queue (avg)", cls="label")

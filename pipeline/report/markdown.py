@@ -99,6 +99,11 @@ def _measurements(record: RunRecord) -> list[str]:
             text += (f"; concurrency {waits.concurrency:g} at "
                      f"{data.format_value(waits.throughput_rps, '/s')}")
         lines += [text, ""]
+        by_size = data.sizes(record)
+        if by_size:
+            lines += ["**Latency by size** (client p50 / p99): " + "; ".join(
+                f"size {row.size}: {data.ms(row.p50_ms)} / {data.ms(row.p99_ms)} "
+                f"({data.format_value(row.requests)} requests)" for row in by_size), ""]
     memory = data.memory(record)
     if memory is not None:
         parts = [f"{label} {data.format_value(value, 'MiB')}" for label, value in

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from pipeline import metric_names as m
 from pipeline.record import RunRecord
+from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
 from pipeline.report.views import gate_rows
 from pipeline.report.views import knee as knee_view
@@ -99,6 +100,9 @@ def measurements_table(record: RunRecord) -> Table | None:
         f"avg {latency.get(m.SERVER_AVG_BATCH_SIZE, 0):.1f} (size×executions: {batch_text})",
         memory,
     )
+    for row in data.sizes(record):
+        table.add_row(f"size {row.size}: p50 {data.ms(row.p50_ms)} / p99 {data.ms(row.p99_ms)}"
+                      f" ({data.format_value(row.requests)} requests)", "", "", "", "")
     return table
 
 

@@ -150,6 +150,26 @@ def waits(record: RunRecord) -> Waits | None:
 
 
 @dataclass(frozen=True)
+class SizeRow:
+    """The latency stage's requests of one size bucket (model.sizes, a data file)."""
+
+    size: str
+    p50_ms: float | None
+    p99_ms: float | None
+    requests: float | None
+
+
+def sizes(record: RunRecord) -> list[SizeRow]:
+    """p50/p99 per size bucket, smallest first; none for requests of one shape."""
+    raw = record.details(m.LATENCY_STAGE).get("sizes")
+    if not isinstance(raw, dict):
+        return []
+    return [SizeRow(str(size), number(row.get(m.P50_MS)), number(row.get(m.P99_MS)),
+                    number(row.get(m.REQUESTS)))
+            for size, row in raw.items() if isinstance(row, dict)]
+
+
+@dataclass(frozen=True)
 class Memory:
     rss_mb: float | None
     pss_mb: float | None

@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from pipeline.spec.sizes import SIZES_DESCRIPTION, VARIABLE, SizesSpec
 from pipeline.spec.stage_settings import (
     ALL_PROBES,
     DECLARED_HUGE_BYTES,
@@ -88,16 +89,30 @@ class TensorSpec(StrictModel):
                       description="Tensor name as the server exposes it.")
     dtype: Dtype = Field(description="Element type.")
     shape: list[int] = Field(min_length=1, description=(
-        "Per-item shape; the batch dimension is implicit and comes first."))
+        "Per-item shape; the batch dimension is implicit and comes first. -1 is a variable "
+        "dimension, whose size each request sets (Triton dims -1; an input's sizes are "
+        "model.sizes)."))
 
     @field_validator("shape")
     @classmethod
     def _positive_dims(cls, shape: list[int]) -> list[int]:
-        if any(dim < 1 for dim in shape):
+        if any(dim < 1 and dim != VARIABLE for dim in shape):
             raise PydanticCustomError(
-                "shape", "every dimension must be a positive integer, got {shape}",
-                {"shape": shape})
+                "shape", "every dimension must be a positive integer or -1 (variable), got "
+                "{shape}", {"shape": shape})
         return shape
+
+    @property
+    def variable(self) -> bool:
+        """Whether a dimension is -1."""
+        return VARIABLE in self.shape
+
+    def item_shape(self, size: int | None) -> tuple[int, ...]:
+        """The per-item shape with every -1 set to `size` (a fixed shape needs none)."""
+        if size is None and self.variable:
+            raise ValueError(f"{self.name} has a variable dimension: it needs a size")
+        return tuple(size if dim == VARIABLE and size is not None else dim
+                     for dim in self.shape)
 
 
 class OutputSpec(TensorSpec):
@@ -169,6 +184,7 @@ class ModelSpec(StrictModel):
         "reference's to these names, dtypes and per-item shapes."))
     trusted: bool = Field(default=False, description=(
         "eager only: allow full pickle loading of the weights (torch.load weights_only=False)."))
+    sizes: SizesSpec | None = Field(default=None, description=SIZES_DESCRIPTION)
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
@@ -183,7 +199,25 @@ class ModelSpec(StrictModel):
         if duplicates:
             raise PydanticCustomError("names", "tensor names must be unique; repeated: "
                                       "{names}", {"names": ", ".join(duplicates)})
+        variable = [t.name for t in self.inputs if t.variable]
+        if variable and self.sizes is None:
+            raise PydanticCustomError(
+                "sizes", "input(s) {names} have a variable dimension (-1): model.sizes "
+                "declares the sizes requests give it (e.g. {{values: [8, 32, 128]}})",
+                {"names": ", ".join(variable)})
+        if self.sizes is not None and not variable:
+            raise PydanticCustomError("sizes", "model.sizes sizes the -1 dimensions of the "
+                                      "inputs, and no input has one")
         return self
+
+    @property
+    def variable(self) -> bool:
+        """Whether an input has a variable dimension (-1)."""
+        return any(t.variable for t in self.inputs)
+
+    def size_values(self) -> list[int | None]:
+        """The sizes parity sends: [None] for fixed shapes."""
+        return [None] if self.sizes is None else list(self.sizes.parity_sizes())
 
 
 class BatchingSpec(StrictModel):

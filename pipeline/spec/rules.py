@@ -12,6 +12,7 @@ from pipeline.spec.kind_specs import KindSpec, KindSpecs
 from pipeline.spec.models import Spec
 from pipeline.spec.positions import KeyPath, Mark, PositionedDocument, format_path
 from pipeline.spec.problems import Problem, Rule
+from pipeline.spec.request_data import RequestDataError, read_request_data
 
 
 def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path,
@@ -32,7 +33,8 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path,
                 for rule in other.section_rules]
     rules = (input_files_exist, docker_has_a_base_image, *kind.settings_rules,
              port_names_known(kind), *sections, onnx_model_is_onnx, *kind.load_rules,
-             load_batch_fits, regression_metrics_known)
+             load_batch_fits, regression_metrics_known, request_data_matches,
+             mixes_go_over_http)
     for rule in rules:
         problems += rule(spec, document, workspace)
     return _issues(document, problems)
@@ -72,7 +74,9 @@ def inputs_outside_project(spec: Spec, workspace: Path) -> Iterator[Problem]:
     inputs: list[tuple[KeyPath, str | None]] = [
         (("model", "source"), spec.model.source.path),
         (("model", "entrypoint"), (spec.model.entrypoint or "").rpartition(":")[0] or None),
-        (("stages", "parity", "data"), spec.stages.parity.data)]
+        (("stages", "parity", "data"), spec.stages.parity.data),
+        (("stages", "latency", "data"), spec.stages.latency.data),
+        (("stages", "saturation", "data"), spec.stages.saturation.data)]
     for key, relative in inputs:
         if relative is not None and not inside(workspace / relative, root):
             yield (key, f"{relative} resolves to {(workspace / relative).resolve()}, outside the "
@@ -162,6 +166,38 @@ def regression_metrics_known(spec: Spec, _: PositionedDocument, __: Path) -> Ite
             yield (("stages", "regression", "metrics", index), f"unknown metric '{metric}'" + (
                 f"; did you mean '{guess}'?" if guess else
                 "; expected stage.metric, e.g. latency.p99_ms (see `serve-pipeline schema`)"))
+
+
+def request_data_matches(spec: Spec, _: PositionedDocument, workspace: Path
+                         ) -> Iterator[Problem]:
+    """A stage's data file holds requests the model's inputs take: every input, its dtype,
+    items inside the declared dims, parsable lines (the message names file:line or
+    file:array)."""
+    for stage in ("latency", "saturation"):
+        relative = getattr(spec.stages, stage).data
+        if relative is None:
+            continue
+        key = ("stages", stage, "data")
+        path = workspace / relative
+        if not path.is_file():
+            yield key, f"data file not found: {path}"
+            continue
+        try:
+            read_request_data(path, relative, spec.model.inputs, spec.stages.latency.batch_size)
+        except RequestDataError as error:
+            yield key, str(error)
+
+
+def mixes_go_over_http(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+    """Requests of several sizes or from a file go over HTTP (one connection pool sends
+    them in turn); gRPC load sends one request."""
+    stages = spec.stages
+    mixed = spec.model.sizes is not None or stages.latency.data is not None \
+        or stages.saturation.data is not None
+    if mixed and stages.latency.protocol == "grpc":
+        why = "model.sizes" if spec.model.sizes is not None else "a data file"
+        yield (("stages", "latency", "protocol"), f"load with {why} is sent over http; grpc "
+               "sends a single request")
 
 
 _BUDGET_RULES: tuple[Rule, ...] = (queue_budget_left, p95_under_p99)

@@ -89,7 +89,23 @@ class VerdictSpec(StrictModel):
         "Off: inconclusive blocks promotion like a failure."))
 
 
+DataOrder = Literal["in_order", "sampled"]
+DATA_DESCRIPTION = (
+    "A file of real requests sent instead of generated inputs, relative to the spec: .npz "
+    "(one array per input name, the first axis the items) or .jsonl (one item per line: "
+    "an object of the inputs by name, each a nested list of the item's shape without the "
+    "batch dimension). A request holds batch_size consecutive items of one shape. Checked "
+    "at validate against model.inputs (names, dtypes, declared dims; -1 takes any size); "
+    "its variable-dimension sizes are the latency report's size buckets.")
+DATA_ORDER_DESCRIPTION = (
+    "in_order: the file's requests one after another, from the first again after the "
+    "last; sampled: drawn from the file at random with replacement (seeded by "
+    "stages.parity.seed, the same every run).")
+
+
 class LatencyStage(StrictModel):
+    data: str | None = Field(default=None, description=DATA_DESCRIPTION)
+    data_order: DataOrder = Field(default="in_order", description=DATA_ORDER_DESCRIPTION)
     concurrency: int = Field(default=8, ge=1, le=4096, description=(
         "Requests in flight during the window (closed loop)."))
     warmup: DurationField = Field(default=Duration(5_000_000_000, "5s"), description=(
@@ -184,6 +200,11 @@ class CapacitySpec(StrictModel):
 
 class SaturationStage(StrictModel):
     enabled: bool = Field(default=True, description="Run the saturation stage.")
+    data: str | None = Field(default=None, description=(
+        "As stages.latency.data, for the saturation stage's load; unset, it sends what the "
+        "latency stage sends."))
+    data_order: DataOrder | None = Field(default=None, description=(
+        "As stages.latency.data_order (default: the latency stage's)."))
     max_concurrency: int = Field(default=64, ge=1, le=4096, description=(
         "Highest concurrency the knee search may try."))
     probe_duration: DurationField = Field(default=Duration(3_000_000_000, "3s"), description=(
@@ -244,6 +265,9 @@ class RegressionStage(StrictModel):
         "Side by side: the cap; still undecided then, the verdict is inconclusive."))
 
 
+LoadStage = Literal["latency", "saturation"]
+
+
 class StagesSpec(StrictModel):
     readiness: ReadinessStage = Field(default_factory=ReadinessStage,
                                       description="Waiting for the server to be ready.")
@@ -257,3 +281,13 @@ class StagesSpec(StrictModel):
                                         description="Knee search and burst.")
     regression: RegressionStage = Field(default_factory=RegressionStage, description=(
         "Comparison with the release live in the target environment (in publish)."))
+
+    def request_data(self, stage: LoadStage) -> tuple[str | None, DataOrder]:
+        """The data file `stage` sends and in which order (saturation: the latency stage's
+        where it names none)."""
+        latency = (self.latency.data, self.latency.data_order)
+        if stage == "latency":
+            return latency
+        if self.saturation.data is None:
+            return latency[0], self.saturation.data_order or latency[1]
+        return self.saturation.data, self.saturation.data_order or latency[1]

@@ -16,7 +16,7 @@ from benchmarks.stall_scenario import StallScenario
 from pipeline.measure.loadgen import LoadAborted, LoadResult, Target, closed_loop
 from pipeline.measure.wire.blocking import HTTP_THREADS_UP_TO, blocking_callers
 from pipeline.model.tensors import Batch
-from pipeline.request_types import HttpRequest
+from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.servers.base import ModelServer
 from pipeline.servers.ports import free_ports
 from pipeline.servers.triton.server import TritonServer
@@ -56,6 +56,7 @@ def both_paths(target: Target, duration_s: float, timeout_s: float
 def unknown_model(target: Target, name: str) -> Target:
     if isinstance(target, HttpRequest):
         return dataclasses.replace(target, url=target.url.replace(f"/{name}/", "/nosuch/"))
+    assert isinstance(target, GrpcRequest)
     return dataclasses.replace(target, payload=target.payload.replace(
         name.encode(), b"x" * len(name), 1))
 
@@ -65,6 +66,7 @@ def closed_port(target: Target) -> Target:
     if isinstance(target, HttpRequest):
         return dataclasses.replace(target, url=target.url.replace(
             target.url.split("/")[2], f"127.0.0.1:{port}"))
+    assert isinstance(target, GrpcRequest)
     return dataclasses.replace(target, target=f"127.0.0.1:{port}")
 
 

@@ -15,6 +15,7 @@ from pipeline.measure.capacity_steps import step_in_flight
 from pipeline.measure.drain import until_prompt
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop
 from pipeline.measure.open_loop import _OpenLoopWindow
+from pipeline.measure.wire.transport import Sent
 from pipeline.request_types import HttpRequest
 from pipeline.statistics import capacity, capacity_hold
 from pipeline.statistics.capacity import Drained, find_capacity, judge
@@ -546,8 +547,8 @@ def test_a_pass_waits_for_the_span_only_near_the_knee() -> None:
 class _AnswersAtOnce:
     """A transport whose every answer is a timeout, with no wait (a unit's own fault)."""
 
-    async def send(self, timeout_s: float) -> str | None:
-        return "timeout"
+    async def send(self, timeout_s: float) -> Sent:
+        return Sent("timeout", None)
 
     async def close(self) -> None:
         """Nothing to close."""

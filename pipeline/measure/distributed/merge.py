@@ -7,7 +7,7 @@ merged percentiles are those of one histogram that recorded every worker's reque
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
@@ -35,15 +35,18 @@ class SentResult:
     completed: int
     errors: dict[str, int]
     client_cpu_s: float
+    sizes: dict[str, bytes] = field(default_factory=dict)
 
     @classmethod
     def of(cls, result: LoadResult) -> SentResult:
         return cls(result.duration_s, encode(result.histogram), result.completed,
-                   dict(result.errors), result.client_cpu_s)
+                   dict(result.errors), result.client_cpu_s,
+                   {size: encode(histogram) for size, histogram in result.sizes.items()})
 
     def load_result(self) -> LoadResult:
         return LoadResult(self.duration_s, decode(self.histogram), self.completed,
-                          Counter(self.errors), self.client_cpu_s)
+                          Counter(self.errors), self.client_cpu_s,
+                          sizes={size: decode(encoded) for size, encoded in self.sizes.items()})
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ def merge_parallel(results: list[LoadResult]) -> LoadResult:
     merged = LoadResult(max((result.duration_s for result in results), default=0.0))
     for result in results:
         merged.histogram.add(result.histogram)
+        merged.add_sizes(result.sizes)
         merged.completed += result.completed
         merged.errors.update(result.errors)
         merged.client_cpu_s += result.client_cpu_s

@@ -26,7 +26,7 @@ from pipeline.measure.wire.http_client import (
     parse_response,
     status_error,
 )
-from pipeline.request_types import GrpcRequest, HttpRequest
+from pipeline.request_types import GrpcRequest, HttpRequest, RequestMix
 
 RECV_SIZE = 65536
 # Measured on 2 cores (benchmarks/loadgen.py): threads cost less than asyncio up to here.
@@ -35,6 +35,7 @@ HTTP_THREADS_UP_TO = 4
 
 class BlockingCaller(Protocol):
     stopping: bool
+    size: str | None        # the size bucket of the request sent last (a mix's)
 
     def send(self, timeout_s: float) -> str | None: ...
     def interrupt(self) -> None: ...
@@ -113,18 +114,23 @@ class _Socket:
 class BlockingHttp(_Socket):
     """HTTP/1.1 keep-alive, one request at a time."""
 
+    size: str | None = None
+
     def __init__(self, request: HttpRequest) -> None:
         host, port, self.payload = encode_request(request)
         super().__init__(host, port)
 
     def send(self, timeout_s: float) -> str | None:
+        return self.send_payload(timeout_s, self.payload)
+
+    def send_payload(self, timeout_s: float, payload: bytes) -> str | None:
         deadline = time.perf_counter() + timeout_s
         try:
             sock = self.sock or self.connect(timeout_s)
         except OSError:
             return "connection"
         try:
-            self.sendall(sock, self.payload)
+            self.sendall(sock, payload)
             data = more = self.recv(sock, None)
             while (parsed := parse_response(data)) is None:
                 if not more:
@@ -141,6 +147,20 @@ class BlockingHttp(_Socket):
         if server_closes:
             self.drop()
         return status_error(status)
+
+
+class BlockingHttpMix(BlockingHttp):
+    """A mix's requests in its order (shared with the other threads), over one connection."""
+
+    def __init__(self, mix: RequestMix, payloads: list[bytes]) -> None:
+        super().__init__(mix.requests[0])
+        self.mix = mix
+        self.payloads = payloads
+
+    def send(self, timeout_s: float) -> str | None:
+        index = self.mix.next_index()
+        self.size = self.mix.sizes[index]
+        return self.send_payload(timeout_s, self.payloads[index])
 
 
 class _Session(H2Session[bool]):
@@ -165,6 +185,8 @@ class _Session(H2Session[bool]):
 
 class BlockingGrpc(_Socket):
     """Unary gRPC calls over the lean HTTP/2 session, one stream at a time."""
+
+    size: str | None = None
 
     def __init__(self, request: GrpcRequest) -> None:
         self.call = CallFrames(request)
@@ -227,7 +249,7 @@ class BlockingGrpc(_Socket):
         self.session = None
 
 
-def blocking_callers(target: HttpRequest | GrpcRequest, concurrency: int
+def blocking_callers(target: HttpRequest | GrpcRequest | RequestMix, concurrency: int
                      ) -> list[BlockingCaller] | None:
     """One blocking caller per request in flight where that costs less CPU than the event
     loop (HTTP up to HTTP_THREADS_UP_TO, gRPC at 1: past that, its asyncio client's
@@ -239,4 +261,7 @@ def blocking_callers(target: HttpRequest | GrpcRequest, concurrency: int
         return [BlockingGrpc(target)]
     if concurrency > HTTP_THREADS_UP_TO:
         return None
+    if isinstance(target, RequestMix):
+        payloads = [encode_request(request)[2] for request in target.requests]
+        return [BlockingHttpMix(target, payloads) for _ in range(concurrency)]
     return [BlockingHttp(target) for _ in range(concurrency)]

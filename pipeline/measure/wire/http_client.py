@@ -143,11 +143,12 @@ class WirePool:
         self.all.append(protocol)
         return protocol
 
-    async def send(self, timeout_s: float) -> int:
-        """One request; the HTTP status. WireError if the connection fails, TimeoutError
-        after `timeout_s` (the connection is then dropped: its answer may still come)."""
+    async def send(self, timeout_s: float, payload: bytes | None = None) -> int:
+        """One request (the pool's own, or `payload`: another request's bytes to the same
+        server); the HTTP status. WireError if the connection fails, TimeoutError after
+        `timeout_s` (the connection is then dropped: its answer may still come)."""
         connection = self.idle.pop() if self.idle else await self._connect()
-        waiter = connection.send(self.payload)
+        waiter = connection.send(self.payload if payload is None else payload)
         timer = asyncio.get_running_loop().call_later(timeout_s, _expire, waiter)
         try:
             status = await waiter

@@ -103,7 +103,7 @@ def check_properties(text: str, spec: Spec) -> list[str]:
 
 def serve_spec(spec: Spec, entrypoint_file: str | None) -> dict[str, Any]:
     """What the handler needs to know, packed into the archive as serve_spec.json."""
-    return {
+    packed: dict[str, Any] = {
         "format": spec.model.format,
         "inputs": [{"name": t.name, "dtype": t.dtype, "shape": t.shape} for t in spec.model.inputs],
         "outputs": [{"name": t.name, "dtype": t.dtype, "shape": t.shape}
@@ -112,3 +112,6 @@ def serve_spec(spec: Spec, entrypoint_file: str | None) -> dict[str, Any]:
         "entrypoint": entrypoint_file,
         "trusted": spec.model.trusted,
     }
+    if spec.model.sizes is not None:    # the handler warms its model at these
+        packed["sizes"] = spec.model.sizes.parity_sizes()
+    return packed

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import ServerError
-from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch
+from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch, misshapen
 from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.servers import http
 from pipeline.servers.base import (
@@ -168,15 +168,20 @@ class TorchServeEndpoint(EndpointLifecycle):
         with np.load(io.BytesIO(response.body), allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
 
-    def probe_request(self, probe: ProbeName) -> HttpRequest:
+    def probe_request(self, probe: ProbeName, size: int | None = None) -> HttpRequest:
+        """What a broken client would send (variable dimensions `size` long; the smallest
+        of model.sizes when None)."""
         model = self.spec.model
         url = f"{self.inference_url}/predictions/{self.model_name}"
+        if size is None and model.sizes is not None:
+            size = model.sizes.values[0]
         if probe == "oversized_body":
             first = model.inputs[0]
-            item = int(np.prod(first.shape)) * np.dtype(NUMPY_DTYPES[first.dtype]).itemsize
+            one = first.item_shape(size)
+            item = int(np.prod(one)) * np.dtype(NUMPY_DTYPES[first.dtype]).itemsize
             rows = max(1, OVERSIZED_BODY_BYTES // item)
             buffer = io.BytesIO()
-            np.save(buffer, np.zeros((rows, *first.shape), dtype=NUMPY_DTYPES[first.dtype]),
+            np.save(buffer, np.zeros((rows, *one), dtype=NUMPY_DTYPES[first.dtype]),
                     allow_pickle=False)
             return HttpRequest("POST", url, buffer.getvalue(),
                                {"Content-Type": "application/octet-stream",
@@ -192,15 +197,15 @@ class TorchServeEndpoint(EndpointLifecycle):
         for position, tensor in enumerate(model.inputs):
             if probe == "missing_input" and position == 0:
                 continue
-            shape = [count, *tensor.shape]
+            per_item = misshapen(tensor, size) if position == 0 and probe == "wrong_shape" \
+                else list(tensor.item_shape(size))
+            shape = [count, *per_item]
             dtype = tensor.dtype
-            if position == 0 and probe == "wrong_shape":
-                shape[-1] += 1
             if position == 0 and probe == "wrong_dtype":
                 dtype = "int32" if dtype.startswith("float") else "float32"
-            size = int(np.prod(shape))
+            values = int(np.prod(shape))
             inputs[tensor.name] = {"shape": shape, "dtype": dtype,
-                                   "data": [0] * size if dtype != "bool" else [False] * size}
+                                   "data": [0] * values if dtype != "bool" else [False] * values}
         name = f"{self.model_name}-does-not-exist" if probe == "unknown_model" else \
             self.model_name
         return HttpRequest("POST", f"{self.inference_url}/predictions/{name}",

@@ -15,7 +15,7 @@ from tritonclient.grpc import service_pb2
 from tritonclient.http import InferenceServerClient, InferInput, InferRequestedOutput
 
 from pipeline.errors import ServerError
-from pipeline.model.tensors import NUMPY_DTYPES, WIRE_DTYPES, Array, Batch
+from pipeline.model.tensors import NUMPY_DTYPES, WIRE_DTYPES, Array, Batch, misshapen
 from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ModelSpec, ProbeName
 
@@ -62,44 +62,47 @@ def decode_outputs(body: bytes, headers: Mapping[str, str]) -> dict[str, Array]:
                           f"{type(exc).__name__}: {exc}") from None
 
 
-def _json_inputs(model: ModelSpec, count: int, *, shape_delta: int = 0,
+def _json_inputs(model: ModelSpec, count: int, size: int | None, *, misshape: bool = False,
                  dtype_swap: bool = False, drop_first: bool = False) -> list[dict[str, Any]]:
     inputs = []
     for position, tensor in enumerate(model.inputs):
         if drop_first and position == 0:
             continue
-        shape = [count, *tensor.shape]
-        if position == 0:
-            shape[-1] += shape_delta
+        item = misshapen(tensor, size) if misshape and position == 0 else \
+            list(tensor.item_shape(size))
+        shape = [count, *item]
         wire = WIRE_DTYPES[tensor.dtype]
         if position == 0 and dtype_swap:
             wire = "INT32" if wire.startswith(("FP", "BOOL")) else "FP32"
-        size = int(np.prod(shape))
-        data: list[Any] = [False] * size if wire == "BOOL" else (
-            [0.5] * size if wire.startswith("FP") else [1] * size)
+        values = int(np.prod(shape))
+        data: list[Any] = [False] * values if wire == "BOOL" else (
+            [0.5] * values if wire.startswith("FP") else [1] * values)
         inputs.append({"name": tensor.name, "shape": shape, "datatype": wire, "data": data})
     return inputs
 
 
 def probe_request(base_url: str, model_name: str, model: ModelSpec, max_batch_size: int,
-                  probe: ProbeName) -> HttpRequest:
-    """A plain-JSON request that declares what a broken client would."""
+                  probe: ProbeName, size: int | None = None) -> HttpRequest:
+    """A plain-JSON request that declares what a broken client would (variable dimensions
+    `size` long; the smallest of model.sizes when None)."""
     name = model_name
+    if size is None and model.sizes is not None:
+        size = model.sizes.values[0]
     if probe == "wrong_shape":
-        inputs = _json_inputs(model, 1, shape_delta=1)
+        inputs = _json_inputs(model, 1, size, misshape=True)
     elif probe == "wrong_dtype":
-        inputs = _json_inputs(model, 1, dtype_swap=True)
+        inputs = _json_inputs(model, 1, size, dtype_swap=True)
     elif probe == "missing_input":
-        inputs = _json_inputs(model, 1, drop_first=True)
+        inputs = _json_inputs(model, 1, size, drop_first=True)
     elif probe == "batch_over_max":
-        inputs = _json_inputs(model, max_batch_size + 1)
+        inputs = _json_inputs(model, max_batch_size + 1, size)
     elif probe == "declared_huge_shape":
         # A little data under a shape that would need DECLARED_HUGE_BYTES.
-        inputs = _json_inputs(model, 1)
+        inputs = _json_inputs(model, 1, size)
         inputs[0]["shape"] = [1, DECLARED_HUGE_BYTES // 4]
     elif probe == "oversized_body":
         # One valid item in the binary form, followed by far more bytes than it declares.
-        batch = {t.name: np.zeros((1, *t.shape), dtype=NUMPY_DTYPES[t.dtype])
+        batch = {t.name: np.zeros((1, *t.item_shape(size)), dtype=NUMPY_DTYPES[t.dtype])
                  for t in model.inputs}
         valid = encode_infer(base_url, model_name, batch,
                              {t.name: t.dtype for t in model.inputs},
@@ -108,7 +111,7 @@ def probe_request(base_url: str, model_name: str, model: ModelSpec, max_batch_si
                            valid.headers)
     else:
         name = f"{model_name}-does-not-exist"
-        inputs = _json_inputs(model, 1)
+        inputs = _json_inputs(model, 1, size)
     return HttpRequest("POST", f"{base_url}/v2/models/{name}/infer",
                        json.dumps({"inputs": inputs}).encode(),
                        {"Content-Type": "application/json"})

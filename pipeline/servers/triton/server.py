@@ -209,9 +209,9 @@ class TritonEndpoint(EndpointLifecycle):
                                  {t.name: t.dtype for t in self.spec.model.inputs},
                                  [t.name for t in self.spec.model.outputs])
 
-    def probe_request(self, probe: ProbeName) -> HttpRequest:
+    def probe_request(self, probe: ProbeName, size: int | None = None) -> HttpRequest:
         return kserve.probe_request(self.base_url, self.model_name, self.spec.model,
-                                    self.spec.server.batching.max_batch_size, probe)
+                                    self.spec.server.batching.max_batch_size, probe, size)
 
 
 class TritonServer(TritonEndpoint):

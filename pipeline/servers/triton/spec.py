@@ -25,6 +25,19 @@ def local_backend_is_python(spec: Spec, _: PositionedDocument, __: Path) -> Iter
                "which runs TorchScript, eager and ONNX models")
 
 
+def variable_dims_servable(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+    """Triton takes -1 in `dims` on every backend the tool renders, except the TensorRT
+    engine it builds (`trtexec --shapes`: one fixed shape, no optimization profile)."""
+    if spec.server.backend != "tensorrt":
+        return
+    for group, tensors in (("inputs", spec.model.inputs), ("outputs", spec.model.outputs)):
+        for index, tensor in enumerate(tensors):
+            if tensor.variable:
+                yield (("model", group, index, "shape"),
+                       f"backend tensorrt: the engine is built for one fixed shape, and "
+                       f"'{tensor.name}' has a variable dimension (-1) {tensor.shape}")
+
+
 delay_in_microseconds = delay_in_whole(
     "us", "microseconds", " (Triton's max_queue_delay_microseconds)")
 
@@ -45,6 +58,6 @@ TRITON_SPEC = KindSpec(
     name=KIND_NAME,
     production_ports=MappingProxyType({"http": 8000, "grpc": 8001, "metrics": 8002}),
     settings_rules=(docker_backend_serves_format, local_backend_is_python,
-                    delay_in_microseconds),
+                    delay_in_microseconds, variable_dims_servable),
     section=TritonSettings,
     section_rules=(config_passes_through,))
