@@ -19,7 +19,12 @@ import typer
 from pipeline import __version__
 from pipeline.cli.canary_commands import JudgeCommand, judge_command
 from pipeline.cli.compare import compare
-from pipeline.cli.deploy_commands import export_app, export_kserve_command, materialize_command
+from pipeline.cli.deploy_commands import (
+    export_app,
+    export_argo_command,
+    export_kserve_command,
+    materialize_command,
+)
 from pipeline.cli.doctor import doctor
 from pipeline.cli.github import annotate
 from pipeline.cli.release_commands import (
@@ -94,6 +99,7 @@ add_command(app, verify_command, "verify")
 add_command(app, materialize_command, "materialize")
 app.add_typer(export_app, name="export")
 add_command(export_app, export_kserve_command, "kserve")
+add_command(export_app, export_argo_command, "argo")
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
