@@ -27,7 +27,7 @@ from typing import Any
 
 from pipeline.errors import JudgeInputError, UsageError
 from pipeline.export.kserve import PINNED, release_annotations, release_spec
-from pipeline.regression.canary import checked_url
+from pipeline.regression.canary import EXIT_CODES, checked_url
 from pipeline.release.manifest import manifest_digest
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.store.base import Store
@@ -39,7 +39,7 @@ CONTAINER_NAME = "judge"
 CANARY_ARG, STABLE_ARG = "canary-url", "stable-url"
 # A Job's tries when an endpoint is not ready yet (exit 3) or its pod is evicted.
 RETRIES = 2
-NO_RETRY_EXIT_CODES = (1, 2, 4)
+NO_RETRY_EXIT_CODES = (EXIT_CODES["fail"], EXIT_CODES["inconclusive"], JudgeInputError.exit_code)
 # The judge's own run: both endpoints' readiness, the warm-ups, every round at the cap; the
 # deadline allows twice that per try (windows start and end, a busy node), plus a minute.
 DEADLINE_FACTOR = 2.0
