@@ -93,7 +93,8 @@ def attached(loaded: LoadedSpec, role: str, url: str) -> ModelServer:
         server = server_kind(loaded.spec.server.kind).attach(
             loaded, RunningEndpoints(checked_url(role, url)))
     except UsageError as exc:
-        raise JudgeInputError(f"--{role}: {exc}") from None
+        raise JudgeInputError(f"--{role} {url}: {exc}; judge takes each server's HTTP URL "
+                              "alone") from None
     if not server.alive():
         raise EndpointError(f"the {role} at {url} does not answer")
     try:

@@ -122,6 +122,8 @@ def test_the_command_prints_a_summary_then_one_json_line_and_exits_with_the_outc
     (["--canary", "http://a:1", "--stable", "http://b:1", "-f", "missing.yaml"], 4,
      "error: missing.yaml:1:1: file not found"),
     (["--canary", "http://a:1", "--stable", "http://b:1", "--env", "nowhere"], 4, "error: "),
+    (["--canary", "http://a:1", "--stable", "http://b:1", "-f", "examples/torchserve/serve.yaml"],
+     4, "error: --canary http://a:1: measuring TorchServe needs --management-url"),
     (["--canary", "http://a:1", "--stable", "http://b:1", "--record", "no/such/file.json"], 4,
      "error: --record no/such/file.json: not a file in an existing folder"),
 ])
