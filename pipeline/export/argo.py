@@ -6,9 +6,9 @@ How a Job's end becomes Argo's verdict (Argo Rollouts' job provider): a Job that
 is a Successful measurement, a Job that fails a Failed one. Argo reads no exit code, value
 or condition of a Job: successCondition, failureCondition and inconclusiveLimit are
 evaluated on a provider's value, and a job measurement has none; Argo's Inconclusive (the
-Rollout pauses for a human) comes from a job only when its pod cannot pull its image or when
-the analysis is terminated. So the exit codes are mapped in the Job itself, by its
-podFailurePolicy:
+Rollout pauses for a human) comes from a job (from v1.10) only when its pod cannot pull its
+image or when the analysis terminates it. So the exit codes are mapped in the Job itself, by
+its podFailurePolicy:
 - 0 pass: the Job completes: Successful, the Rollout goes on;
 - 1 fail and 2 inconclusive: the Job fails at once (FailJob, no retry): Failed, the Rollout
   aborts. An inconclusive judgement refuses the canary as an inconclusive regression gate
