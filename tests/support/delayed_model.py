@@ -1,8 +1,10 @@
 """A model whose latency is a fixed sleep per execution (one item per execution, one
 instance), so that its latency and throughput follow that time; the slowed variant sleeps
-0.4 ms longer, which with the server's own work per execution (1-2 ms) makes it about 25-40%
-slower end to end. For the side-by-side regression check and the canary judge on real
-Triton (tests/integration/test_side_by_side_regression.py, test_canary_analysis.py)."""
+0.4 ms longer, which with the server's own work per execution (1-2 ms) makes it about
+25-40% slower end to end; the switchable one, while its switch file exists, 1.5 ms longer
+(well over 40%, also when a busy machine stretches the server's own work). For the
+side-by-side regression check and the canary judge on real Triton
+(tests/integration/test_side_by_side_regression.py, test_canary_analysis.py)."""
 
 from __future__ import annotations
 
@@ -30,10 +32,11 @@ class Delayed(torch.nn.Module):
 
 
 class Switchable(Delayed):
-    \"\"\"Delayed, or slowed while the file SLOWER_PATH exists (one server, both speeds).\"\"\"
+    \"\"\"Delayed, or 1.5 ms slower while the file SLOWER_PATH exists (one server, both
+    speeds).\"\"\"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        time.sleep(0.0014 if os.path.exists("SLOWER_PATH") else self.delay_s)
+        time.sleep(0.0025 if os.path.exists("SLOWER_PATH") else self.delay_s)
         return torch.softmax(self.linear(x), dim=-1)
 
 
