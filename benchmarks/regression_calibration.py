@@ -1,17 +1,21 @@
 """The paired regression verdict's error rates, measured on simulated streams (no server).
 
-Each simulated round gives both servers one window of figures: a machine factor shared
-by the round (slow drift as a random walk), independent window noise (log-normal; wider
-for p99 than p50), and in 5% of windows a neighbour's burst that slows that window's
-tail by 10-50% (it lands on one server, not both: the case a paired design must absorb).
-Errors are Poisson at 1 in 8,000 requests on both sides. The candidate is the live
-release slowed by a factor (latencies times it, throughput divided by it); the verdict
-is the real one (pipeline/regression/paired.py) with the default settings.
+Each simulated round gives both servers one window: a machine factor shared by the
+round (slow drift as a random walk), independent window noise, and in 5% of windows a
+neighbour's burst that slows a fifth of that window's requests by 10-50% (it lands on one
+server, not both: the case a paired design must absorb). By default every window holds
+its requests (`--requests` of them, in batches of 8 sharing a latency, log-normal with
+p99 = 2 x p50), so the tail percentiles are judged pooled, as on a real server;
+`--figures-only` gives each window only its figures (log-normal window noise: p50 2%,
+p95 4%, p99 6%, throughput 3%), which the per-round method judges. Errors are Poisson at
+1 in 8,000 requests on both sides. The candidate is the live release slowed by a factor
+(latencies times it, throughput divided by it); the verdict is the real one
+(pipeline/regression/paired.py) with the default settings.
 
-    python benchmarks/regression_calibration.py [--trials 2000] [--seed 1] [--noise-scale 1]
+    python benchmarks/regression_calibration.py [--trials 500] [--seed 1] [--noise-scale 1]
+        [--requests 400] [--figures-only]
 
-Window noise (log-normal sigma): p50 2%, p95 4%, p99 6%, throughput 3%, the spread of
-1 s windows at concurrency 8 on an idle machine; --noise-scale 1.5 for a noisier one.
+--noise-scale 1.5 for a noisier machine (window noise and the shared drift).
 
 Cases: A/A (factor 1.00), 25% slower, 3% slower, each with a 10% margin. The gate is
 refused on "regression" and on "inconclusive" (it fails closed), so `aa_refused` and
@@ -29,6 +33,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -44,6 +50,8 @@ from pipeline.regression.paired import (  # noqa: E402
 BASE = {"p50_ms": 4.0, "p95_ms": 6.0, "p99_ms": 8.0, "throughput_rps": 1500.0}
 NOISE = {"p50_ms": 0.02, "p95_ms": 0.04, "p99_ms": 0.06, "throughput_rps": 0.03}
 REQUESTS = 1500
+SIGMA = math.log(2) / 2.326       # p99 = 2 x p50
+BATCH = 8
 ERROR_RATE = 1 / 8000
 SETTINGS = PairedSettings(WATCHABLE, margin=0.10, error_rate_allowance=0.001,
                           confidence=0.95, schedule=Schedule(16, 16, 64))
@@ -57,8 +65,8 @@ def _poisson(rng: random.Random, mean: float) -> int:
     return count
 
 
-def _window(rng: random.Random, machine: float, factor: float,
-            noise_scale: float) -> WindowFigures:
+def _figures_window(rng: random.Random, machine: float, factor: float,
+                    noise_scale: float) -> WindowFigures:
     burst = 1 + rng.uniform(0.1, 0.5) if rng.random() < 0.05 else 1.0
     figures = {}
     for metric, base in BASE.items():
@@ -73,25 +81,49 @@ def _window(rng: random.Random, machine: float, factor: float,
                          REQUESTS)
 
 
-def trial(rng: random.Random, factor: float, noise_scale: float) -> tuple[str, int]:
+def _requests_window(rng: random.Random, machine: float, factor: float,
+                     noise_scale: float, requests: int) -> WindowFigures:
+    """A window of `requests` latencies: batches of 8 share one, log-normal with
+    p99 = 2 x p50; a burst slows a contiguous fifth of them."""
+    gen = np.random.default_rng(rng.getrandbits(63))
+    shared = np.exp(gen.normal(0.0, SIGMA, size=requests // BATCH + 1))
+    latencies = np.repeat(shared, BATCH)[:requests] * BASE["p50_ms"] * 1e3
+    window = math.exp(rng.gauss(0, NOISE["p50_ms"] * noise_scale))
+    latencies *= factor * machine * window
+    burst = 1 + rng.uniform(0.1, 0.5) if rng.random() < 0.05 else 1.0
+    if burst > 1:
+        start = rng.randrange(0, requests - requests // 5)
+        latencies[start:start + requests // 5] *= burst
+    throughput = (BASE["throughput_rps"] / factor / machine / (1 + (burst - 1) / 4)
+                  * math.exp(rng.gauss(0, NOISE["throughput_rps"] * noise_scale)))
+    p50, p95, p99 = (float(v) / 1e3 for v in np.percentile(latencies, [50, 95, 99]))
+    return WindowFigures(p50, p95, p99, throughput, _poisson(rng, ERROR_RATE * requests),
+                         requests, tuple(int(v) for v in latencies))
+
+
+def trial(rng: random.Random, factor: float, noise_scale: float,
+          requests: int | None) -> tuple[str, int]:
     drift = [1.0]
 
+    def window(machine: float, slower: float) -> WindowFigures:
+        if requests is None:
+            return _figures_window(rng, machine, slower, noise_scale)
+        return _requests_window(rng, machine, slower, noise_scale, requests)
+
     def next_round(index: int) -> PairedRound:
-        drift[0] *= math.exp(rng.gauss(0, 0.02))
-        candidate = _window(rng, drift[0], factor, noise_scale)
-        live = _window(rng, drift[0], 1.0, noise_scale)
-        return PairedRound(candidate, live)
+        drift[0] *= math.exp(rng.gauss(0, 0.02 * noise_scale))
+        return PairedRound(window(drift[0], factor), window(drift[0], 1.0))
 
     verdict, rounds = run_sequential(next_round, SETTINGS)
     return verdict.outcome, len(rounds)
 
 
-def case(rng: random.Random, factor: float, trials: int,
-         noise_scale: float) -> dict[str, object]:
+def case(rng: random.Random, factor: float, trials: int, noise_scale: float,
+         requests: int | None) -> dict[str, object]:
     outcomes: Counter[str] = Counter()
     rounds = []
     for _ in range(trials):
-        outcome, used = trial(rng, factor, noise_scale)
+        outcome, used = trial(rng, factor, noise_scale, requests)
         outcomes[outcome] += 1
         rounds.append(used)
     rounds.sort()
@@ -103,13 +135,18 @@ def case(rng: random.Random, factor: float, trials: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--trials", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--noise-scale", type=float, default=1.0,
                         help="multiply every window's noise (1.5: a noisier machine)")
+    parser.add_argument("--requests", type=int, default=400,
+                        help="requests per window (a quarter second of the example)")
+    parser.add_argument("--figures-only", action="store_true",
+                        help="windows without their requests: the per-round method")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    cases = {name: case(rng, factor, args.trials, args.noise_scale)
+    requests = None if args.figures_only else args.requests
+    cases = {name: case(rng, factor, args.trials, args.noise_scale, requests)
              for name, factor in (("aa", 1.0), ("slower_25", 1.25), ("slower_3", 1.03))}
     for name, figures in cases.items():
         print(f"{name}: {figures}", file=sys.stderr)
@@ -119,6 +156,7 @@ def main() -> None:
         "detected_rate_25": cases["slower_25"]["refused_rate"],
         "false_alarm_rate_3": cases["slower_3"]["refused_rate"],
         "noise_scale": args.noise_scale, "margin": SETTINGS.margin,
+        "requests_per_window": requests,
         "confidence": SETTINGS.confidence, "cases": cases}))
 
 

@@ -60,9 +60,11 @@ class SideBySide:
 
 def figures(result: LoadResult) -> WindowFigures:
     summary = result.summary()
+    kept = len(result.latencies_us) == result.histogram.get_total_count()
     return WindowFigures(summary[m.P50_MS], summary[m.P95_MS], summary[m.P99_MS],
                          summary[m.THROUGHPUT_RPS], result.error_count,
-                         result.completed + result.error_count)
+                         result.completed + result.error_count,
+                         tuple(result.latencies_us) if kept else ())
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ def measure_side_by_side(load: SideBySideLoad, servers: dict[str, ModelServer],
         measured = figures(result)
         windows.append({"round": window.round, "server": window.kind,
                         **{key: round(value, 4) if isinstance(value, float) else value
-                           for key, value in measured.__dict__.items()}})
+                           for key, value in measured.figures().items()}})
         return measured
 
     def next_round(index: int) -> PairedRound:

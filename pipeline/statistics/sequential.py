@@ -46,6 +46,14 @@ class Look(Protocol):
 LookT = TypeVar("LookT", bound=Look)
 
 
+def obrien_fleming_spent(fraction: float, alpha: float) -> float:
+    """The error an O'Brien-Fleming-type spending function has spent by the information
+    `fraction` (0 to 1): 2 (1 - Phi(z_{1 - alpha/2} / sqrt fraction)), alpha at 1."""
+    if fraction >= 1:
+        return alpha
+    return 2 * normal_survival(normal_quantile(1 - alpha / 2) / fraction**0.5)
+
+
 @dataclass(frozen=True)
 class WindowPlan:
     min_windows: int
@@ -68,8 +76,8 @@ class WindowPlan:
         alpha = 1 - self.confidence
         if look >= self.looks - 1:
             return alpha
-        fraction = (self.min_windows + look) / max(self.max_windows, self.min_windows)
-        return 2 * normal_survival(normal_quantile(1 - alpha / 2) / fraction**0.5)
+        return obrien_fleming_spent(
+            (self.min_windows + look) / max(self.max_windows, self.min_windows), alpha)
 
     def look_alpha(self, look: int) -> float:
         """The one-sided level of the 0-based `look`'s bounds."""

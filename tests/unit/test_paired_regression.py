@@ -156,7 +156,10 @@ def test_throughput_is_judged_in_its_own_direction() -> None:
 def test_schedule_always_looks_at_the_cap() -> None:
     assert Schedule(8, 4, 16).looks() == [8, 12, 16]
     assert Schedule(8, 5, 16).looks() == [8, 13, 16]
-    assert Schedule(8, 8, 24).error_per_look(0.95) == pytest.approx(0.05 / 3)
+    errors = [Schedule(8, 8, 24).error_at(look, 0.95) for look in range(3)]
+    # O'Brien-Fleming-type spending: the first look spends least, all together 5%.
+    assert errors == sorted(errors) and errors[0] < 0.005
+    assert sum(errors) == pytest.approx(0.05)
 
 
 def test_the_spec_watches_what_the_verdict_can_judge() -> None:

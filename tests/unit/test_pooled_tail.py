@@ -1,0 +1,81 @@
+"""The pooled tail ratio: its quantile, its estimate and its paired-bootstrap interval."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from pipeline.regression.paired import PairedRound, WindowFigures, judge_ratio
+from pipeline.regression.pooled_tail import PooledRequests, pooled_ratio
+
+
+def rounds_of(rng: random.Random, count: int, size: int, scale: float = 1.0,
+              shared: list[float] | None = None) -> list[list[int]]:
+    """`count` windows of log-normal latencies (µs); `shared`, a machine factor per round."""
+    return [[int(4000 * scale * (shared[i] if shared else 1.0) * math.exp(rng.gauss(0, 0.3)))
+             for _ in range(size)] for i in range(count)]
+
+
+def test_the_quantile_is_the_value_at_that_share_of_the_requests() -> None:
+    rng = random.Random(3)
+    windows = rounds_of(rng, 5, 200)
+    pooled = PooledRequests(windows)
+    everyone = np.ones((1, 5), dtype=np.int32)
+    values = sorted(v for w in windows for v in w)
+    for q in (0.5, 0.95, 0.99):
+        expected = np.quantile(values, q, method="inverted_cdf")
+        assert pooled.quantiles(everyone, q)[0] == expected
+    # A round counted twice weighs twice: only round 0, doubled, is its own quantile.
+    only_first = np.array([[2, 0, 0, 0, 0]], dtype=np.int32)
+    assert pooled.quantiles(only_first, 0.5)[0] == np.quantile(windows[0], 0.5,
+                                                                method="inverted_cdf")
+
+
+def test_the_same_requests_give_a_ratio_of_one_with_a_narrow_interval() -> None:
+    windows = rounds_of(random.Random(5), 32, 400)
+    interval = pooled_ratio(windows, windows, 99.0, 0.01)
+    assert interval.estimate == 0.0
+    assert interval.low is not None and interval.high is not None
+    assert interval.low <= 0.0 <= interval.high
+    assert interval.high - interval.low < 0.02    # identical sides: only their pairing
+
+
+def test_a_slower_candidate_is_bounded_above_its_margin() -> None:
+    rng = random.Random(7)
+    machine = [math.exp(rng.gauss(0, 0.05)) for _ in range(32)]
+    live = rounds_of(rng, 32, 400, shared=machine)
+    slower = rounds_of(rng, 32, 400, scale=1.25, shared=machine)
+    interval = pooled_ratio(slower, live, 99.0, 0.01)
+    assert interval.low is not None and math.exp(interval.low) > 1.1
+    assert math.exp(interval.estimate) == pytest.approx(1.25, rel=0.08)
+
+
+def test_a_side_without_requests_bounds_nothing() -> None:
+    interval = pooled_ratio([[], []], [[1000], [1200]], 99.0, 0.05)
+    assert interval.low is None and interval.high is None
+    with pytest.raises(ValueError):
+        pooled_ratio([[1000]], [], 99.0, 0.05)
+
+
+def test_the_verdict_pools_the_tail_when_the_rounds_keep_their_requests() -> None:
+    rng = random.Random(11)
+    rounds = []
+    for _ in range(32):
+        a, b = rounds_of(rng, 2, 400)
+        rounds.append(PairedRound(
+            WindowFigures(4, 6, float(np.quantile(a, 0.99)), 1000, 0, 400, tuple(a)),
+            WindowFigures(4, 6, float(np.quantile(b, 0.99)), 1000, 0, 400, tuple(b))))
+    pooled = judge_ratio("p99_ms", rounds, 0.10, 0.02)
+    assert "pooled" in pooled.reason and pooled.outcome == "no_regression"
+    figures_only = [PairedRound(WindowFigures(4, 6, r.candidate.p99_ms, 1000, 0, 400),
+                                WindowFigures(4, 6, r.live.p99_ms, 1000, 0, 400))
+                    for r in rounds]
+    per_round = judge_ratio("p99_ms", figures_only, 0.10, 0.02)
+    assert "pooled" not in per_round.reason
+    assert per_round.ratio_high is not None and pooled.ratio_high is not None
+    # The pooled interval is the narrower one: that is why the tail is pooled.
+    assert pooled.ratio_high - (pooled.ratio_low or 0) < per_round.ratio_high - (
+        per_round.ratio_low or 0)
