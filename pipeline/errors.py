@@ -82,3 +82,16 @@ class Interrupted(PipelineError):
     """Ctrl-C or SIGTERM: teardown ran, nothing was published."""
 
     exit_code = 130
+
+
+class EndpointError(PipelineError):
+    """`judge`: an endpoint to measure is unreachable, not ready, or stopped answering
+    (exit 3: apart from the verdicts' 0, 1 and 2)."""
+
+    exit_code = 3
+
+
+class JudgeInputError(PipelineError):
+    """`judge`: its spec or its arguments cannot work (exit 4: apart from the verdicts')."""
+
+    exit_code = 4

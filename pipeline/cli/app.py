@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pipeline import __version__
+from pipeline.cli.canary_commands import JudgeCommand, judge_command
 from pipeline.cli.compare import compare
 from pipeline.cli.deploy_commands import (
     export_app,
+    export_argo_command,
     export_kserve_command,
     materialize_command,
     serve_command,
@@ -79,6 +81,8 @@ add_command(app, promote)
 add_command(app, approve_command, "approve")
 add_command(app, run_command, "run")
 add_command(app, measure)
+# Its own command class: arguments that do not parse exit 4 (2 is its inconclusive).
+app.command(name="judge", short_help=summary(judge_command), cls=JudgeCommand)(judge_command)
 add_command(app, rollback_command, "rollback")
 add_command(app, history)
 add_command(app, report)
@@ -97,6 +101,7 @@ add_command(app, materialize_command, "materialize")
 app.add_typer(export_app, name="export")
 add_command(export_app, export_kserve_command, "kserve")
 add_command(app, serve_command, "serve")
+add_command(export_app, export_argo_command, "argo")
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -1,5 +1,5 @@
-"""`materialize`, `export kserve` and `serve`: a release as a server, a cluster or this host
-takes it."""
+"""`materialize`, `export kserve`, `export argo` and `serve`: a release as a server, a
+cluster or this host takes it, and the canary analysis that judges it there."""
 
 from __future__ import annotations
 
@@ -113,3 +113,41 @@ def serve_command(environment: Annotated[str, typer.Argument(
         store=store, environment=environment, here=loaded, listen=listen, port=port,
         interval_s=interval, folder=loaded.workspace / STATE_DIR / "serve" / environment,
         env=dict(os.environ), say=say))
+
+
+def export_argo_command(target: Target,
+                        judge_image: Annotated[str, typer.Option(
+                            "--judge-image", metavar="IMAGE@sha256:DIGEST",
+                            help="The image the Job runs `serve-pipeline judge` in, pinned by "
+                            "digest: serve-pipeline installed, the spec and its "
+                            "representative inputs (stages.parity.data) in it.")],
+                        canary_url: Annotated[str | None, typer.Option(
+                            "--canary-url", metavar="URL", help="The canary's HTTP endpoint "
+                            "(default: none, the Rollout's analysis step passes the "
+                            "canary-url argument).")] = None,
+                        stable_url: Annotated[str | None, typer.Option(
+                            "--stable-url", metavar="URL", help="The stable release's HTTP "
+                            "endpoint (default: none, passed as stable-url).")] = None,
+                        spec_in_image: Annotated[str, typer.Option(
+                            "--spec-in-image", metavar="PATH", help="The spec's path in the "
+                            "judge image, as `judge --file` takes it.")] = "serve.yaml",
+                        file: SpecFile = DEFAULT_SPEC, store_url: StoreUrl = None) -> None:
+    """Print an Argo Rollouts AnalysisTemplate that runs `serve-pipeline judge` as a Job
+    (the job provider) against the canary and the stable endpoints, as YAML.
+
+    The Job completes when the judge passes (exit 0: the analysis is Successful) and fails
+    at once on a regression or a missed SLO (1), an inconclusive judgement (2) or a bad spec
+    (4): Argo reads only whether a Job completed or failed, so an inconclusive canary is
+    refused, as an inconclusive gate refuses a promotion. An endpoint that is not ready yet
+    (3) or an evicted pod is tried again. With ENV, the judge reads that overlay (--env).
+    """
+    import yaml
+
+    from pipeline.export.argo import JudgeJob, analysis_template
+    from pipeline.release.resolve import is_release_id
+    store, manifest = _release(file, target, store_url)
+    environment = None if is_release_id(target) else target
+    template = analysis_template(store, manifest, JudgeJob(judge_image, spec_in_image,
+                                                           environment),
+                                 canary_url, stable_url)
+    sys.stdout.write(yaml.safe_dump(template, sort_keys=False))

@@ -4,7 +4,8 @@ The plan is `compare`'s (pipeline/compare/plan.py): one load point (the latency 
 concurrency), and in each round each server takes one window, the order alternating
 (candidate, live, then live, candidate, ...), so drift of the machine favours neither.
 Rounds are measured until the paired verdict (paired.py) is clear or its cap. Each
-window's figures are kept as measured, for the record and the report.
+window's figures are kept as measured, for the record and the report, and its load result,
+for gates of a server's own (the canary judge holds the canary's windows to the SLO).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class SideBySide:
     verdict: PairedVerdict
     windows: list[dict[str, Any]] = field(default_factory=list)
     measured_s: float = 0.0
+    results: dict[str, list[LoadResult]] = field(default_factory=dict)   # by server
 
     @property
     def sequence(self) -> list[str]:
@@ -85,6 +87,7 @@ def measure_side_by_side(load: SideBySideLoad, servers: dict[str, ModelServer],
     _warm_up(load, servers, targets)
     plan = interleaved((CANDIDATE, LIVE), [concurrency], settings.schedule.max_rounds)
     windows: list[dict[str, Any]] = []
+    results: dict[str, list[LoadResult]] = {who: [] for who in servers}
     total = [0.0]
 
     def one(window: Window) -> WindowFigures:
@@ -96,6 +99,7 @@ def measure_side_by_side(load: SideBySideLoad, servers: dict[str, ModelServer],
         except ServerError as exc:
             raise ServerDied(window.kind, str(exc)) from None
         total[0] += result.duration_s
+        results[window.kind].append(result)
         measured = figures(result)
         windows.append({"round": window.round, "server": window.kind,
                         **{key: round(value, 4) if isinstance(value, float) else value
@@ -107,7 +111,7 @@ def measure_side_by_side(load: SideBySideLoad, servers: dict[str, ModelServer],
         return PairedRound(got[CANDIDATE], got[LIVE])
 
     verdict, _ = run_sequential(next_round, settings)
-    return SideBySide(verdict, windows, total[0])
+    return SideBySide(verdict, windows, total[0], results)
 
 
 def _warm_up(load: SideBySideLoad, servers: dict[str, ModelServer],

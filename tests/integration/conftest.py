@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import cli, latest_record, start_cli, wait_for_stage
+from tests.support.kserve_schema import Model, sdk_models
 from tests.support.moto_s3 import S3Server
 from tests.support.processes import TRITON, processes_under
+from tests.support.sdk_wheels import WheelUnavailable
 from tests.support.specs import fast_spec
 
 __all__ = ["S3Server", "cli", "fast_project", "fast_spec", "latest_record", "no_leftovers",
@@ -37,3 +39,13 @@ def no_leftovers(fast_project: Path) -> Callable[[], None]:
         assert processes_under(fast_project, TRITON) == []
 
     return check
+
+
+@pytest.fixture(scope="session")
+def sdk_types() -> dict[str, Model]:
+    """The API model classes of the pinned KServe and Kubernetes SDKs (tests/support/
+    kserve_schema.py), that exported objects are checked against."""
+    try:
+        return sdk_models()
+    except WheelUnavailable as exc:
+        pytest.fail(f"the SDK wheels the schemas come from: {exc}", pytrace=False)

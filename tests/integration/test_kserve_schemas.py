@@ -14,34 +14,26 @@ from typing import Any
 import pytest
 
 from tests.support.kserve_exports import STORAGE, ask_for_gpu_and_memory, exported, release
-from tests.support.kserve_schema import Model, document_problems, sdk_models
+from tests.support.kserve_schema import Model, document_problems
 from tests.support.sdk_wheels import KSERVE, WheelUnavailable, wheel_path
-
-
-@pytest.fixture(scope="module")
-def models() -> dict[str, Model]:
-    try:
-        return sdk_models()
-    except WheelUnavailable as exc:
-        pytest.fail(f"the SDK wheels the KServe schemas come from: {exc}", pytrace=False)
 
 
 @pytest.mark.parametrize("canary", [None, 25])
 @pytest.mark.parametrize("kind", ["triton", "torchserve"])
-def test_the_examples_pass_the_sdk_types(project: Path, models: dict[str, Model], kind: str,
+def test_the_examples_pass_the_sdk_types(project: Path, sdk_types: dict[str, Model], kind: str,
                                          canary: int | None) -> None:
     runtime, service = exported(release(project, kind), canary)
-    assert document_problems(runtime, models) == []
-    assert document_problems(service, models) == []
+    assert document_problems(runtime, sdk_types) == []
+    assert document_problems(service, sdk_types) == []
 
 
 def test_gpu_and_memory_limits_pass_the_sdk_types(project: Path,
-                                                  models: dict[str, Model]) -> None:
+                                                  sdk_types: dict[str, Model]) -> None:
     ask_for_gpu_and_memory(project)
     runtime, service = exported(release(project, "triton"))
     assert service["spec"]["predictor"]["model"]["resources"]["limits"]
-    assert document_problems(service, models) == []
-    assert document_problems(runtime, models) == []
+    assert document_problems(service, sdk_types) == []
+    assert document_problems(runtime, sdk_types) == []
 
 
 @pytest.mark.parametrize(("where", "value", "complaint"), [
@@ -58,7 +50,7 @@ def test_gpu_and_memory_limits_pass_the_sdk_types(project: Path,
     (("metadata", "annotations", "serve-pipeline.dev/release-id"), 1, "is not valid"),
     (("apiVersion",), "serving.kserve.io/v1alpha1", "is not serving.kserve.io/v1beta1"),
 ])
-def test_a_field_set_wrong_is_refused(project: Path, models: dict[str, Model],
+def test_a_field_set_wrong_is_refused(project: Path, sdk_types: dict[str, Model],
                                       where: tuple[str, ...], value: Any,
                                       complaint: str) -> None:
     _, service = exported(release(project, "triton"), 10)
@@ -67,19 +59,19 @@ def test_a_field_set_wrong_is_refused(project: Path, models: dict[str, Model],
     for key in where[:-1]:
         target = target[key]
     target[where[-1]] = value
-    found = document_problems(broken, models)
+    found = document_problems(broken, sdk_types)
     assert any(complaint in problem for problem in found), found
 
 
 def test_a_runtime_field_set_wrong_is_refused(project: Path,
-                                              models: dict[str, Model]) -> None:
+                                              sdk_types: dict[str, Model]) -> None:
     runtime, _ = exported(release(project, "torchserve"))
     broken = copy.deepcopy(runtime)
     container = broken["spec"]["containers"][0]
     container["ports"][0]["containerPort"] = "8080"
     container["securityContext"]["runAsNonroot"] = True
     del container["name"]
-    found = document_problems(broken, models)
+    found = document_problems(broken, sdk_types)
     assert "spec.containers.0.ports.0.containerPort: '8080' is not of type 'int'" in found
     assert "spec.containers.0.securityContext.runAsNonroot: unknown field (not in " \
         "V1SecurityContext)" in found

@@ -23,74 +23,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import copy_example_project
-from tests.support.bad_models import write_bad_model
 from tests.support.cli import cli, latest_record
+from tests.support.delayed_model import REGRESSION, SAME, delayed_project, use_entrypoint
 from tests.support.specs import TORCHSERVE_FAST_STAGES, fast_spec, torchserve_spec
 
 pytestmark = pytest.mark.integration
-
-DELAYED_MODEL = """import os
-import time
-
-import torch
-
-
-class Delayed(torch.nn.Module):
-    def __init__(self, delay_s: float) -> None:
-        super().__init__()
-        self.delay_s = delay_s
-        self.linear = torch.nn.Linear(16, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        time.sleep(self.delay_s)
-        return torch.softmax(self.linear(x), dim=-1)
-
-
-def build() -> torch.nn.Module:
-    return Delayed(0.001)
-
-
-def build_slow() -> torch.nn.Module:
-    return Delayed(0.0014)
-
-
-def build_licensed() -> torch.nn.Module:
-    if not os.path.exists("LICENCE_PATH"):
-        raise RuntimeError("no licence file at LICENCE_PATH")
-    return Delayed(0.001)
-"""
-
-REGRESSION = "  regression: {gate: true, margin: MARGIN}\n"
-# For the A/A runs: the median, throughput and errors (the spec narrows the watched list),
-# in 500 ms windows: this model answers a few hundred requests a second, too few in a
-# shorter window for a tail percentile steady enough on a busy machine.
-SAME = "20%, watch: [p50_ms, throughput_rps, error_rate], window: 500ms, max_rounds: 48"
-
-
-def delayed_project(project: Path, entrypoint: str = "build", margin: str = "10%") -> Path:
-    _, weights = write_bad_model(project, "wrong_dtype")
-    shutil.copyfile(weights, project / "delayed.pt")
-    # The server's environment is an allowlist, so a model that needs something the
-    # machine may lack reads a file: the live release's licence (see below).
-    (project / "delayed.py").write_text(DELAYED_MODEL.replace("LICENCE_PATH",
-                                                              str(project / "licence")))
-    spec = project / "serve.yaml"
-    text = re.sub(r"(?m)^  source: \S+", "  source: delayed.pt", spec.read_text(), count=1)
-    text = text.replace("format: torchscript",
-                        f"format: eager\n  entrypoint: delayed.py:{entrypoint}")
-    text = text.replace("instances: 2", "instances: 1")
-    # Two in flight: one waits behind the other (the queue stays in the SLO's queue_mean).
-    # (A p99 bound from the latency stage's few requests is beside the point here: the fast
-    # spec's latency verdict accepts an undecided gate within its threshold.)
-    assert "verdict: {accept_inconclusive: true}" in text
-    text = text.replace("latency: {concurrency: 4", "latency: {concurrency: 2")
-    text = re.sub(r"max_batch_size: \d+", "max_batch_size: 1", text)
-    text = re.sub(r"preferred_batch_sizes: \[[^\]]*\]", "preferred_batch_sizes: []", text)
-    text = re.sub(r"(?m)^  saturation: .*\n(?:   .*\n)*", "  saturation: {enabled: false}\n",
-                  text)
-    spec.write_text(text.replace("  failure: {}\n", "  failure: {}\n" +
-                                 REGRESSION.replace("MARGIN", margin)))
-    return project
 
 
 def promote(project: Path, env: dict[str, str] | None = None) -> tuple[int, str, dict[str,
@@ -103,11 +40,6 @@ def promote(project: Path, env: dict[str, str] | None = None) -> tuple[int, str,
 
 def gates_of(stage: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {gate["name"]: gate for gate in stage["gates"]}
-
-
-def use_entrypoint(project: Path, entrypoint: str) -> None:
-    spec = project / "serve.yaml"
-    spec.write_text(re.sub(r"delayed\.py:\w+", f"delayed.py:{entrypoint}", spec.read_text()))
 
 
 def pointer(project: Path) -> Any:
@@ -161,7 +93,7 @@ def test_a_slower_candidate_is_refused(live_delayed: Path, tmp_path: Path,
     live = pointer(project)
     spec = project / "serve.yaml"
     spec.write_text(spec.read_text().replace(f"margin: {SAME}", "margin: 10%"))
-    use_entrypoint(project, "build_slow")
+    use_entrypoint(project / "serve.yaml", "build_slow")
     code, output, slow = promote(project)
     assert code == 1, output[-3000:]
     assert slow["status"] == "failed" and slow["details"]["same"]["model"] is True
@@ -184,7 +116,7 @@ def test_a_live_release_that_cannot_start_fails_closed(fast_project: Path) -> No
 
     # The live release now cannot start here (its licence is gone); the candidate can.
     (project / "licence").unlink()
-    use_entrypoint(project, "build")
+    use_entrypoint(project / "serve.yaml", "build")
     code, output, stage = promote(project)
     assert code == 1, output[-3000:]
     gate = gates_of(stage)["regression.live_release"]
