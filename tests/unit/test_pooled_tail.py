@@ -79,3 +79,24 @@ def test_the_verdict_pools_the_tail_when_the_rounds_keep_their_requests() -> Non
     # The pooled interval is the narrower one: that is why the tail is pooled.
     assert pooled.ratio_high - (pooled.ratio_low or 0) < per_round.ratio_high - (
         per_round.ratio_low or 0)
+
+
+def paired_rounds(rng: random.Random, count: int, scale: float) -> list[PairedRound]:
+    rounds = []
+    for _ in range(count):
+        new, old = rounds_of(rng, 1, 400, scale)[0], rounds_of(rng, 1, 400)[0]
+        rounds.append(PairedRound(
+            WindowFigures(4, 6, float(np.quantile(new, 0.99)), 1000, 0, 400, tuple(new)),
+            WindowFigures(4, 6, float(np.quantile(old, 0.99)), 1000, 0, 400, tuple(old))))
+    return rounds
+
+
+def test_the_pooled_tail_fails_beyond_its_margin_and_not_within_it() -> None:
+    # The margin is 10%: a candidate 25% slower in its tail is a regression, one 0.5%
+    # slower is cleared, on the same number of rounds.
+    slower = judge_ratio("p99_ms", paired_rounds(random.Random(13), 48, 1.25), 0.10, 0.02)
+    assert slower.outcome == "regression" and slower.ratio_low is not None
+    assert slower.ratio_low > slower.limit == pytest.approx(1.10)
+    near = judge_ratio("p99_ms", paired_rounds(random.Random(17), 48, 1.005), 0.10, 0.02)
+    assert near.outcome == "no_regression"
+    assert near.ratio_high is not None and near.ratio_high < 1.10
