@@ -155,6 +155,14 @@ async def started(host: Host, task: asyncio.Task[None]) -> int:
     return host.proxy.port
 
 
+async def backends_for(releases: tuple[ExampleRelease, ...]) -> Backends:
+    """In-process upstreams, one per release."""
+    backends = Backends()
+    for release in releases:
+        await backends.add(release.release_id)
+    return backends
+
+
 def move(release: ExampleRelease, to: str, action: PointerAction) -> None:
     move_pointer(release.store, release.loaded.spec.name, ENVIRONMENT, to, action, "alice")
 
@@ -165,9 +173,7 @@ def test_a_promotion_and_a_rollback_swap_the_served_release(
     said: list[str] = []
 
     async def scenario() -> None:
-        backends = Backends()
-        for release in releases:
-            await backends.add(release.release_id)
+        backends = await backends_for(releases)
         starts = FakeStarts(backends)
         host = Host(settings_for(first, project, said), start=starts, preflight=no_preflight)
         task = running(host)
@@ -223,9 +229,7 @@ def test_a_release_that_fails_here_is_never_switched_to(
     said: list[str] = []
 
     async def scenario() -> None:
-        backends = Backends()
-        for release in releases:
-            await backends.add(release.release_id)
+        backends = await backends_for(releases)
         starts = FakeStarts(backends, refuse={second.release_id: LiveUnservable(
             "parity failed: 12 of 80 output values outside atol 1e-05")})
         host = Host(settings_for(first, project, said), start=starts, preflight=no_preflight)
