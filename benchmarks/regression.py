@@ -132,6 +132,8 @@ def outcome_of(record: dict[str, Any]) -> dict[str, Any]:
             "regression_s": round(regression.get("duration_s", 0.0), 1),
             "latency_s": round(stage(record, "latency").get("duration_s", 0.0), 1),
             "ratios": {m["metric"]: m.get("ratio") for m in verdict.get("metrics", [])},
+            "intervals": {m["metric"]: [m.get("ratio_low"), m.get("ratio_high")]
+                          for m in verdict.get("metrics", [])},
             "message": regression.get("message", "")[:200]}
 
 

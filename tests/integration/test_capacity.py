@@ -103,7 +103,9 @@ def check_knee_and_capacity(stage: dict[str, Any], slo_ms: float, threshold: flo
     assert details["capacity_p99_interval_ms"][1] <= slo_ms
 
 
-@pytest.mark.parametrize("model", ["torchscript", "onnx"])
+# TorchScript only: the search does not see the model's format (the ONNX run took 60 s
+# and tested the same code); ONNX serving is test_pipeline_triton.py's.
+@pytest.mark.parametrize("model", ["torchscript"])
 def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path,
                                                              model: str) -> None:
     write_spec(project, model)
