@@ -56,14 +56,11 @@ def build() -> nn.Module:
 '''
 
 
-def write_spec(project: Path, model: str) -> Path:
+def write_spec(project: Path) -> Path:
     spec = project / "serve.yaml"
     text = fast_spec(spec.read_text())
     head, _, rest = text.partition("  saturation: {max_concurrency: 4")
     text = head + SATURATION + rest.partition("settle: 250ms}}\n")[2]
-    if model == "onnx":
-        text = text.replace("source: examples/mlp/model.pt", "source: examples/mlp/model.onnx")
-        text = text.replace("format: torchscript", "format: onnx")
     spec.write_text(text)
     return spec
 
@@ -103,12 +100,10 @@ def check_knee_and_capacity(stage: dict[str, Any], slo_ms: float, threshold: flo
     assert details["capacity_p99_interval_ms"][1] <= slo_ms
 
 
-# TorchScript only: the search does not see the model's format (the ONNX run took 60 s
-# and tested the same code); ONNX serving is test_pipeline_triton.py's.
-@pytest.mark.parametrize("model", ["torchscript"])
-def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path,
-                                                             model: str) -> None:
-    write_spec(project, model)
+# On the TorchScript example only: the search does not see the model's format (an ONNX
+# run took 60 s and tested the same code); ONNX serving is test_pipeline_triton.py's.
+def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path) -> None:
+    write_spec(project)
     result = cli(["run", "--stages", "saturation"], project)
     assert result.returncode == 0, result.stdout + result.stderr
     record = latest_record(project)
@@ -128,7 +123,7 @@ def test_the_knee_is_the_best_probe_and_capacity_a_held_rate(project: Path,
         assert "client fell behind" in details["capacity_stop_reason"] or \
             "budget" in details["capacity_stop_reason"]
         assert "lower bound" in render(RunRecord.from_json(record), "markdown")
-    print(f"\n{model}: knee {metrics['knee_throughput_rps']:.0f}/s, capacity "
+    print(f"\nknee {metrics['knee_throughput_rps']:.0f}/s, capacity "
           f"{metrics['capacity_rps']:.0f}/s ({details['capacity_bound']}), interval "
           f"{low:.0f}-{high}, saturation {stage['duration_s']:.1f}s")
 
