@@ -43,11 +43,15 @@ def say(message: str) -> None:
     print(f"[gpu_check {time.monotonic() - _STARTED:6.1f}s] {message}", flush=True)
 
 
-def make_project(workdir: Path) -> Path:
-    """A scratch copy of the examples (own git repository, own store); the spec's path."""
+def make_project(workdir: Path, spec: Path | None = None) -> Path:
+    """A scratch copy of the examples (own git repository, own store); the spec's path.
+    `spec`, when given, replaces the example's serve.yaml in the copy, so that its paths
+    and environments resolve as the example's do."""
     project = workdir / "project"
     shutil.copytree(REPO / "examples", project / "examples",
                     ignore=shutil.ignore_patterns("__pycache__", ".serve-pipeline"))
+    if spec is not None:
+        shutil.copyfile(spec, project / SPEC)
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     return project / SPEC
 
@@ -176,7 +180,7 @@ def in_environment(args: argparse.Namespace) -> int:
     reasons: dict[str, str] = {}
     say(f"python {sys.version.split()[0]} at {sys.executable}, numpy {numpy.__version__}")
     stub_ok = check_stub(reasons)
-    spec = make_project(args.workdir)
+    spec = make_project(args.workdir, args.spec)
     name, why = gpu_name()
     gpu = None
     sampler = None
@@ -210,9 +214,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/serve-pipeline-gpu-check"))
     parser.add_argument("--cpu-only", action="store_true",
                         help="run only the CPU half (any machine)")
+    parser.add_argument("--spec", type=Path, default=None,
+                        help="a serve.yaml to promote in place of examples/gpu/serve.yaml "
+                             "(it takes that file's place in the scratch copy: other "
+                             "measurement settings, or a quick check of the script)")
     parser.add_argument("--in-env", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.workdir = args.workdir.resolve()
+    if args.spec is not None:
+        args.spec = args.spec.resolve()
+        if not args.spec.is_file():
+            parser.error(f"--spec {args.spec}: no such file")
     if args.in_env or args.carry is None:
         if not args.in_env:
             args.workdir.mkdir(parents=True, exist_ok=False)
@@ -226,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"gpu_name": None, "error": str(exc)}), flush=True)
         return 1
     forwarded = ["--workdir", str(args.workdir), "--in-env"] + \
-        (["--cpu-only"] if args.cpu_only else [])
+        (["--cpu-only"] if args.cpu_only else []) + \
+        (["--spec", str(args.spec)] if args.spec else [])
     return subprocess.run([str(python), str(Path(__file__).resolve()), *forwarded],
                           env=dict(os.environ, PYTHONUNBUFFERED="1")).returncode
 

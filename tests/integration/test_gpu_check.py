@@ -10,13 +10,30 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.specs import SHORT_RUN_ERROR_RATE, with_stages
+
+QUICK_GPU_CHECK_STAGES = """
+stages:
+  readiness: {timeout: 180s}
+  parity: {data: ../mlp/samples.npz, atol: 1e-5, rtol: 1e-4}
+  failure: {}
+  latency: {concurrency: 4, warmup: 500ms, duration: 2s, verdict: {accept_inconclusive: true}}
+  saturation: {max_concurrency: 4, probe_duration: 500ms,
+               capacity: {budget: 2s, step: 250ms, accept_inconclusive: true}}
+"""
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.integration
 def test_the_cpu_half_runs_and_ends_with_one_json_line(tmp_path: Path) -> None:
+    # The example's own measurement settings are for a timed GPU check; the script is the
+    # subject here, so its spec (given with --spec) measures briefly.
+    example = (REPO / "examples" / "gpu" / "serve.yaml").read_text()
+    spec = tmp_path / "serve.yaml"
+    spec.write_text(with_stages(example.replace(*SHORT_RUN_ERROR_RATE), QUICK_GPU_CHECK_STAGES))
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"),
-                           "--cpu-only", "--workdir", str(tmp_path / "check")],
+                           "--cpu-only", "--spec", str(spec), "--workdir", str(tmp_path / "check")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

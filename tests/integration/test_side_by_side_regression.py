@@ -15,7 +15,6 @@ benchmark measures how often."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,12 @@ import pytest
 from tests.conftest import copy_example_project
 from tests.support.cli import cli, latest_record
 from tests.support.delayed_model import REGRESSION, SAME, delayed_project, use_entrypoint
-from tests.support.specs import TORCHSERVE_FAST_STAGES, fast_spec, torchserve_spec
+from tests.support.specs import (
+    TORCHSERVE_FAST_STAGES,
+    fast_spec,
+    torchserve_spec,
+    without_saturation,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +56,7 @@ def live_delayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     two tests measure against (each in a copy of this project, store included)."""
     project = copy_example_project(tmp_path_factory.mktemp("live-delayed"))
     spec = project / "serve.yaml"
-    spec.write_text(fast_spec(spec.read_text()))
+    spec.write_text(without_saturation(fast_spec(spec.read_text())))
     delayed_project(project, margin=SAME)
     code, output, first = promote(project)
     assert code == 0, output[-3000:]
@@ -108,6 +112,8 @@ def test_a_slower_candidate_is_refused(live_delayed: Path, tmp_path: Path,
 
 
 def test_a_live_release_that_cannot_start_fails_closed(fast_project: Path) -> None:
+    spec = fast_project / "serve.yaml"
+    spec.write_text(without_saturation(spec.read_text()))
     project = delayed_project(fast_project, "build_licensed")
     (project / "licence").write_text("granted")
     code, output, _ = promote(project)
@@ -128,8 +134,7 @@ def test_a_live_release_that_cannot_start_fails_closed(fast_project: Path) -> No
 
 def test_torchserve_same_release_against_itself_is_no_regression(project: Path) -> None:
     folder = project / "examples" / "torchserve"
-    stages = re.sub(r"(?m)^  saturation: .*\n(?:   .*\n)*", "  saturation: {enabled: false}\n",
-                    TORCHSERVE_FAST_STAGES)
+    stages = without_saturation(TORCHSERVE_FAST_STAGES)
     stages = stages.replace("  failure: {}\n", "  failure: {}\n" +
                             REGRESSION.replace("MARGIN", SAME))
     # The example's own SLO is beside the point here (and a busy machine can miss it).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,6 +70,16 @@ def fast_spec(example: str, latency_duration: str = "4s", instances: int = 1) ->
     head = example.replace("instances: 2", f"instances: {instances}")
     head = head.replace(*SHORT_RUN_ERROR_RATE)
     return with_stages(head, FAST_STAGES.replace("LATENCY_DURATION", latency_duration))
+
+
+def without_saturation(spec: str) -> str:
+    """`spec` with its saturation stage off: for tests about releases, the store and the
+    regression check, which read nothing the saturation stage measures (test_capacity.py
+    and the gate refusals test that stage)."""
+    text, replaced = re.subn(r"(?m)^  saturation: .*\n(?:   .*\n)*",
+                             "  saturation: {enabled: false}\n", spec)
+    assert replaced == 1, "the spec has no one-entry saturation stage to turn off"
+    return text
 
 
 def torchserve_spec(stages: str, name: str | None = None, publish: str | None = None) -> str:
