@@ -148,7 +148,7 @@ def test_an_unstable_measurement_is_inconclusive_and_blocks(fast_project: Path) 
     text = spec.read_text().replace("source: examples/mlp/model.pt", "source: unstable.pt")
     text = text.replace("format: torchscript", "format: eager\n  entrypoint: unstable.py:build")
     text = text.replace("  p99: 50ms\n  p95: 30ms\n", "  p99: 25ms\n")
-    text = text.replace("duration: 4s,\n            stability: {windows: 2, max_windows: 4}, "
+    text = text.replace("duration: 2s,\n            stability: {windows: 2, max_windows: 2}, "
                         "verdict: {accept_inconclusive: true}",
                         "duration: 6s,\n            stability: {windows: 3, max_windows: 6}")
     assert "p99: 25ms" in text and "max_windows: 6" in text
