@@ -23,6 +23,8 @@ from .test_report_chromium import chromium
 pytestmark = pytest.mark.integration
 
 SHORT = ["--rounds", "3", "--window", "0.5", "--max-concurrency", "4", "--format", "json"]
+# Load points 1 and 2 only, for tests whose subject is not the curve.
+TWO_POINTS = ["--rounds", "3", "--window", "0.5", "--max-concurrency", "2", "--format", "json"]
 
 # A model whose every execution waits 40 ms, as one waiting on an accelerator does. On a
 # 2-core machine shared with other jobs, CPU-bound work cannot show what a second
@@ -222,8 +224,7 @@ def test_the_verdict_follows_a_handicap_and_flips_with_it(project: Path) -> None
     (project / "serve.yaml").write_text(WAITING_SPEC)
     # Concurrency 1 and 2: two instances serve twice what one does from 2 on, so that is
     # where the handicap shows; at 40 ms an execution, 500 ms windows hold 12-25 requests.
-    short = ["--rounds", "3", "--window", "0.5", "--max-concurrency", "2", "--format", "json",
-             "--no-exception-probe", "--no-capacity"]
+    short = [*TWO_POINTS, "--no-exception-probe", "--no-capacity"]
     triton_ahead = compare(project, *short, "--instances", "triton=2,torchserve=1")
     torchserve_ahead = compare(project, *short, "--instances", "triton=1,torchserve=2")
     for record, winner in ((triton_ahead, "triton"), (torchserve_ahead, "torchserve")):
@@ -273,8 +274,7 @@ def test_tuned_compares_each_kind_at_the_config_tune_recommends(project: Path) -
                     "  max_batch_size: [4]\n  max_queue_delay: [1ms]\n"
                     "  preferred_batch_sizes: [[]]\n  verify: 1\n  explore_window: 500ms\n")
     # The tuning is the subject: two load points are enough of a compare after it.
-    record = compare(project, "--rounds", "3", "--window", "0.5", "--max-concurrency", "2",
-                     "--format", "json", "--tuned", "--no-exception-probe", "--no-capacity")
+    record = compare(project, *TWO_POINTS, "--tuned", "--no-exception-probe", "--no-capacity")
     for kind in ("triton", "torchserve"):
         server = record["servers"][kind]
         assert server["tuned"]["space_size"] == 1, server["tuned"]

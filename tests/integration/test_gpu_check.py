@@ -10,17 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.specs import SHORT_RUN_ERROR_RATE, with_stages
-
-QUICK_GPU_CHECK_STAGES = """
-stages:
-  readiness: {timeout: 180s}
-  parity: {data: ../mlp/samples.npz, atol: 1e-5, rtol: 1e-4}
-  failure: {}
-  latency: {concurrency: 4, warmup: 500ms, duration: 2s, verdict: {accept_inconclusive: true}}
-  saturation: {max_concurrency: 4, probe_duration: 500ms,
-               capacity: {budget: 2s, step: 250ms, accept_inconclusive: true}}
-"""
+from tests.support.specs import fast_spec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,7 +21,8 @@ def test_the_cpu_half_runs_and_ends_with_one_json_line(tmp_path: Path) -> None:
     # subject here, so its spec (given with --spec) measures briefly.
     example = (REPO / "examples" / "gpu" / "serve.yaml").read_text()
     spec = tmp_path / "serve.yaml"
-    spec.write_text(with_stages(example.replace(*SHORT_RUN_ERROR_RATE), QUICK_GPU_CHECK_STAGES))
+    # The tests' fast stages, with the samples path as seen from examples/gpu.
+    spec.write_text(fast_spec(example).replace("examples/mlp/samples.npz", "../mlp/samples.npz"))
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"),
                            "--cpu-only", "--spec", str(spec), "--workdir", str(tmp_path / "check")],
                           capture_output=True, text=True, timeout=300)
