@@ -195,7 +195,9 @@ def _record(loaded: LoadedSpec, run_id: str, kinds: tuple[str, str],
             disqualified: Mapping[str, str], options: Options, window_s: float,
             points: list[int]) -> dict[str, Any]:
     spec = loaded.spec
-    outcome = verdict_and_plan(spec, kinds, measured, options.rounds, disqualified)
+    figures = {kind: servers[kind] for kind in kinds
+               if "throughput_at_slo_rounds" in servers[kind]}
+    outcome = verdict_and_plan(spec, figures, measured, disqualified)
     return {
         "compare_id": run_id, "command": "compare", "tool_version": __version__,
         "name": spec.name, "spec_file": str(loaded.path), "spec_digest": loaded.digest,

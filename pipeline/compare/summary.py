@@ -31,13 +31,17 @@ def compute_units(spec: Spec) -> tuple[str, int]:
     return "core", len(os.sched_getaffinity(0))
 
 
-def rounds_at_slo(windows: list[WindowResult], kind: str, rounds: int) -> list[float]:
-    """Each round's throughput at the SLO: its best window that met it (0 when none)."""
-    best = [0.0] * rounds
+def rounds_at(windows: list[WindowResult], kind: str, rounds: int,
+              concurrency: int | None) -> list[float]:
+    """Each round's throughput at one load point (0 when there is none): the windows whose
+    merge is that point, so the merged figure lies between the lowest and the highest."""
+    per_round = [0.0] * rounds
+    if concurrency is None:
+        return per_round
     for window in windows:
-        if window.kind == kind and window.met_slo:
-            best[window.round] = max(best[window.round], window.throughput_rps)
-    return best
+        if window.kind == kind and window.concurrency == concurrency:
+            per_round[window.round] = window.throughput_rps
+    return per_round
 
 
 def failure_path(parity_details: Mapping[str, Any]) -> dict[str, Any]:
@@ -55,8 +59,6 @@ def failure_path(parity_details: Mapping[str, Any]) -> dict[str, Any]:
 def server_figures(spec: Spec, kind: str, measured: Measured, rounds: int,
                    per_unit: int) -> dict[str, Any]:
     """Everything measured for one server, from its own windows only."""
-    knees = rounds_at_slo(measured.windows, kind, rounds)
-    spread = Spread.of(knees)
     merged = measured.merged.get(kind, {})
     slo = spec.slo
     curve = [{"concurrency": c, m.THROUGHPUT_RPS: r.throughput, m.P50_MS: r.percentile_ms(50),
@@ -66,6 +68,12 @@ def server_figures(spec: Spec, kind: str, measured: Measured, rounds: int,
              for c, r in sorted(merged.items())]
     passing = [point for point in curve if point["met_slo"]]
     knee = max(passing, key=lambda p: (p[m.THROUGHPUT_RPS], -p[m.P99_MS])) if passing else None
+    # The figure is the merged curve's best point that met the SLO, a point that was run;
+    # its rounds are the windows at that load point, the spread the verdict weighs.
+    at_slo = float(knee[m.THROUGHPUT_RPS]) if knee else 0.0
+    knees = rounds_at(measured.windows, kind, rounds,
+                      int(knee["concurrency"]) if knee else None)
+    spread = Spread.of(knees)
     view = measured.server_view.get(kind, {})
     memory = measured.memory.get(kind, {})
     batches = measured.batches.get(kind, {})
@@ -73,8 +81,8 @@ def server_figures(spec: Spec, kind: str, measured: Measured, rounds: int,
     compute = sum(view.get(name, 0.0) for name in m.COMPUTE_METRICS) or \
         view.get(m.SERVER_COMPUTE_INFER_US)
     return {
-        "throughput_at_slo": spread.median,
-        "throughput_at_slo_per_unit": spread.median / per_unit,
+        "throughput_at_slo": at_slo,
+        "throughput_at_slo_per_unit": at_slo / per_unit,
         "throughput_at_slo_rounds": knees,
         "spread": {"low": spread.low, "high": spread.high},
         "knee_concurrency": knee["concurrency"] if knee else None,
@@ -128,13 +136,16 @@ def knee_bound(knee: Mapping[str, Any] | None, curve: list[dict[str, Any]]) -> d
             else None}
 
 
-def verdict_and_plan(spec: Spec, kinds: tuple[str, str], measured: Measured, rounds: int,
-                     disqualified: Mapping[str, str]) -> dict[str, Any]:
+def verdict_and_plan(spec: Spec, figures: Mapping[str, Mapping[str, Any]],
+                     measured: Measured, disqualified: Mapping[str, str]) -> dict[str, Any]:
+    """The winner from each measured server's figures (`server_figures`): its rounds at
+    its knee for the spread, its headline for the margin."""
     unit, count = compute_units(spec)
-    per_round = {kind: [value / count for value in rounds_at_slo(measured.windows, kind,
-                                                                 rounds)]
-                 for kind in kinds if kind not in disqualified}
-    verdict = decide(per_round, unit, disqualified)
+    qualified = [kind for kind in figures if kind not in disqualified]
+    per_round = {kind: [value / count for value in figures[kind]["throughput_at_slo_rounds"]]
+                 for kind in qualified}
+    headline = {kind: float(figures[kind]["throughput_at_slo"]) / count for kind in qualified}
+    verdict = decide(per_round, unit, disqualified, headline)
     order = [w.kind for w in measured.windows]
     return {"winner": verdict.winner, "margin": verdict.margin,
             "verdict": verdict.to_json() | {"per": unit, "units": count},

@@ -1,11 +1,12 @@
 """Which server meets the SLO at the higher throughput, by how much, how surely.
 
-Each round of interleaved windows gives each server one figure: its throughput at the
-SLO in that round (the best load that met it). A difference is called only when it
-exceeds the spread between rounds: every round of the winner above every round of the
-other. The confidence is one minus the exact permutation p-value of the difference in
-means over those rounds (two-sided): with 3 rounds each, a clean separation gives 90%,
-with 5 rounds 99%. Fewer rounds cannot give more, and the verdict says so.
+Each server's figure is its merged curve's best load point that met the SLO (its
+headline); each round of interleaved windows gives it one throughput at that load point.
+A difference is called only when it exceeds the spread between rounds: every round of the
+winner above every round of the other. The confidence is one minus the exact permutation
+p-value of the difference in means over those rounds (two-sided): with 3 rounds each, a
+clean separation gives 90%, with 5 rounds 99%. Fewer rounds cannot give more, and the
+verdict says so.
 """
 
 from __future__ import annotations
@@ -60,10 +61,13 @@ def permutation_p(first: Sequence[float], second: Sequence[float]) -> float:
 
 
 def decide(per_round: Mapping[str, Sequence[float]], unit: str,
-           disqualified: Mapping[str, str]) -> Verdict:
-    """`per_round`: each measured kind's throughput at the SLO per round (0 when no load
-    met it), already divided by `unit` (core or GPU); `disqualified`: kinds that failed
-    start, readiness or parity, with why."""
+           disqualified: Mapping[str, str],
+           headline: Mapping[str, float] | None = None) -> Verdict:
+    """`per_round`: each measured kind's throughput per round at its load point that met
+    the SLO (0 when none did), already divided by `unit` (core or GPU); `headline`: each
+    kind's figure over all rounds (the median of its rounds where not given), which the
+    margin and the line state; `disqualified`: kinds that failed start, readiness or
+    parity, with why."""
     qualified = {kind: values for kind, values in per_round.items()
                  if kind not in disqualified and values and max(values) > 0}
     if not qualified:
@@ -78,19 +82,20 @@ def decide(per_round: Mapping[str, Sequence[float]], unit: str,
                         for k in dict.fromkeys(others))
         return Verdict(kind, None, None, "only_one_qualified",
                        f"{kind} wins by default: only it met the SLO ({why})")
-    (a, a_values), (b, b_values) = qualified.items()
-    spread_a, spread_b = Spread.of(a_values), Spread.of(b_values)
-    winner, loser = (a, b) if spread_a.median >= spread_b.median else (b, a)
+    figure = {kind: (headline or {}).get(kind, Spread.of(values).median)
+              for kind, values in qualified.items()}
+    a, b = qualified
+    winner, loser = (a, b) if figure[a] >= figure[b] else (b, a)
     win, lose = Spread.of(qualified[winner]), Spread.of(qualified[loser])
-    margin = win.median / lose.median - 1
+    margin = figure[winner] / figure[loser] - 1
     confidence = 1 - permutation_p(qualified[winner], qualified[loser])
     rounds = len(qualified[winner])
     if win.low > lose.high:
         return Verdict(winner, margin, confidence, "beyond_spread",
                        f"{winner} meets the SLO at {margin:.0%} higher throughput per {unit} "
-                       f"({win.median:.1f} vs {lose.median:.1f}/s per {unit}; every one of "
+                       f"({figure[winner]:.1f} vs {figure[loser]:.1f}/s per {unit}; every one of "
                        f"{rounds} rounds apart, confidence {confidence:.0%})")
     return Verdict(None, margin, confidence, "within_spread",
-                   f"no difference beyond the spread: {winner} {win.median:.1f} "
-                   f"[{win.low:.1f}–{win.high:.1f}] vs {loser} {lose.median:.1f} "
+                   f"no difference beyond the spread: {winner} {figure[winner]:.1f} "
+                   f"[{win.low:.1f}–{win.high:.1f}] vs {loser} {figure[loser]:.1f} "
                    f"[{lose.low:.1f}–{lose.high:.1f}]/s per {unit} over {rounds} rounds")

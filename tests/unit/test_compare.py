@@ -196,3 +196,47 @@ def test_each_server_states_its_capacity_as_promote_does_and_the_knee_as_a_diagn
     markdown = render_sidebyside_markdown(record)
     assert "capacity 1,200/s (exact: 1,200–1,320/s)" in markdown
     assert "not measured (x)" in markdown and "(lower bound: the concurrency cap (64))" in markdown
+
+
+def test_the_headline_is_a_merged_point_that_was_run_and_its_rounds_the_spread(
+        project: Path) -> None:
+    """Rounds whose best windows sit at different load points: the median of those bests
+    (205/s) lies above every point of the merged curve; the headline must not."""
+    from pipeline.compare.measure import Measured, WindowResult
+    from pipeline.compare.summary import server_figures, verdict_and_plan
+    from pipeline.measure.load_result import LoadResult
+
+    spec = load_spec(project / "serve.yaml").spec
+    rates = {4: [100.0, 210.0, 205.0], 8: [200.0, 120.0, 125.0]}
+    measured = Measured()
+    for concurrency, per_round in rates.items():
+        merged = LoadResult(0.0)
+        for round_, rate in enumerate(per_round):
+            measured.windows.append(WindowResult(len(measured.windows), round_, "triton",
+                                                 concurrency, 0.0, rate, 1.0, 1.0, 1.0, 0.0,
+                                                 int(rate), True))
+            window = LoadResult(1.0)
+            for _ in range(int(rate)):
+                window.record(1000, 0.5)
+            merged.merge(window)
+        measured.merged.setdefault("triton", {})[concurrency] = merged
+    figures = server_figures(spec, "triton", measured, 3, 1)
+    curve_top = max(point["throughput_rps"] for point in figures["curve"])
+    assert figures["throughput_at_slo"] == pytest.approx(515 / 3) == curve_top
+    assert figures["knee_concurrency"] == 4
+    assert figures["throughput_at_slo_rounds"] == rates[4]
+    assert figures["spread"] == {"low": 100.0, "high": 210.0}
+    other = dict(figures, throughput_at_slo=100.0, throughput_at_slo_rounds=[95.0, 101.0, 98.0])
+    outcome = verdict_and_plan(spec, {"triton": figures, "torchserve": other}, measured, {})
+    # The rounds overlap (triton's 100 below torchserve's 101): no winner, whatever the
+    # headlines; the line states the headlines per core.
+    cores = outcome["verdict"]["units"]
+    assert outcome["winner"] is None
+    assert f"triton {515 / 3 / cores:.1f} " in outcome["verdict"]["line"]
+
+
+def test_the_margin_is_the_headlines_and_the_call_the_rounds() -> None:
+    verdict = decide({"triton": [110, 120, 115], "torchserve": [90, 95, 100]}, "core", {},
+                     {"triton": 112.0, "torchserve": 100.0})
+    assert verdict.winner == "triton" and verdict.margin == pytest.approx(0.12)
+    assert "112.0 vs 100.0/s" in verdict.line
