@@ -280,3 +280,78 @@ def to_svg(chart: ET.Element) -> str:
     standalone = ET.Element(chart.tag, {**chart.attrib, "xmlns": SVG_NS})
     standalone.extend(list(chart))
     return ET.tostring(standalone, encoding="unicode")
+
+
+@dataclass(frozen=True)
+class RangePoint:
+    """One measured config: its p99 (x), its capacity (y) with the interval around it
+    (`high` None: a lower bound, the true figure somewhere above), and how it fared."""
+
+    x: float
+    y: float
+    low: float
+    high: float | None
+    label: str
+    outcome: str          # "winner", "pass" or "missed"
+
+
+def capacity_chart(points: Sequence[RangePoint], *, slo: float, chart_id: str = "tune-chart",
+                   width: float = 640, height: float = 320) -> ET.Element:
+    """Capacity at the SLO (y) against p99 (x), both on round ticks, one point per measured
+    config with its interval as a bar (an arrow up for a lower bound), and slo.p99 as a
+    dashed red line."""
+    title = "capacity at the SLO against p99, one point per measured config"
+    if not points:
+        return _empty(chart_id, width, title, "no config was measured")
+    margins = Margins(left=64, right=24, top=28)
+    svg = _root(chart_id, width, height, title)
+    left, right = margins.left, width - margins.right
+    bottom, top = height - margins.bottom, margins.top
+    y_levels = ticks(max(max(p.high or p.y * 1.15, p.y) for p in points) * 1.05, 5)
+    x_levels = ticks(max([slo, *(p.x for p in points)]) * 1.1, 5)
+    y_of = Scale(0, y_levels[-1], bottom, top)
+    x_of = Scale(0, x_levels[-1], left, right)
+    _y_axis(svg, y_levels, y_of, left, right)
+    for level in x_levels:
+        x = x_of(level)
+        _el(svg, "line", x1=x, x2=x, y1=bottom, y2=bottom + 4, stroke=MUTED)
+        _el(svg, "text", _tick_text(level), x=x, y=bottom + 17, text_anchor="middle",
+            fill=MUTED)
+    _el(svg, "line", x1=left, x2=right, y1=bottom, y2=bottom, stroke=MUTED)
+    x = x_of(slo)
+    _el(svg, "line", class_="slo", x1=x, x2=x, y1=top, y2=bottom, stroke=FAIL,
+        stroke_width=1.5, stroke_dasharray="6 4")
+    _el(svg, "text", f"SLO p99 {slo:g} ms", x=x + 6, y=top + 10, fill=FAIL,
+        font_weight="bold")
+    colours = {"winner": PREFERRED, "pass": PASS, "missed": FAIL}
+    for point in points:
+        _range_point(svg, point, x_of, y_of, top, colours.get(point.outcome, MUTED))
+    _el(svg, "text", "p99 (ms, latency stage)", x=(left + right) / 2, y=height - 8,
+        text_anchor="middle", fill=MUTED)
+    _el(svg, "text", "capacity at the SLO (/s)", x=14, y=(top + bottom) / 2,
+        text_anchor="middle", fill=MUTED,
+        transform=f"rotate(-90 14 {_num((top + bottom) / 2)})")
+    return svg
+
+
+def _range_point(svg: ET.Element, point: RangePoint, x_of: Scale, y_of: Scale, top: float,
+                 colour: str) -> None:
+    x, y = x_of(point.x), y_of(point.y)
+    group = _el(svg, "g", class_=f"config {point.outcome}")
+    upper = f"{point.high:,.0f}/s" if point.high is not None else "a lower bound"
+    _el(group, "title", f"{point.label}: capacity {point.y:,.0f}/s (interval "
+        f"{point.low:,.0f}/s to {upper}), p99 {point.x:.2f} ms, measured")
+    high_y = y_of(point.high) if point.high is not None else top + 6
+    _el(group, "line", class_="interval", x1=x, x2=x, y1=y_of(point.low), y2=high_y,
+        stroke=colour, stroke_width=1.5)
+    if point.high is None:
+        _el(group, "path", class_="lower-bound", fill=colour,
+            d=f"M{_num(x - 4)},{_num(high_y + 6)} L{_num(x)},{_num(high_y)} "
+              f"L{_num(x + 4)},{_num(high_y + 6)} Z")
+    else:
+        _el(group, "line", x1=x - 4, x2=x + 4, y1=high_y, y2=high_y, stroke=colour)
+    _el(group, "line", x1=x - 4, x2=x + 4, y1=y_of(point.low), y2=y_of(point.low),
+        stroke=colour)
+    _el(group, "circle", cx=x, cy=y, r=6 if point.outcome == "winner" else 4.5, fill=colour,
+        stroke="#ffffff")
+    _el(group, "text", point.label, x=x + 8, y=y - 6, fill=MUTED, font_size=11)

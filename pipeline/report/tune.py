@@ -1,5 +1,6 @@
-"""The tune run's report: a rich table for the terminal and one offline HTML file with a
-chart of throughput at the SLO against p99, one point per verified config, the SLO line.
+"""The tune run's report: a rich table for the terminal and one offline HTML file, styled
+as the run report, with a chart of every measured config's capacity at the SLO (and its
+interval) against its p99, and the SLO line.
 
 Measured numbers are shown as they are; predictions are always labelled "predicted".
 """
@@ -7,20 +8,15 @@ Measured numbers are shown as they are; predictions are always labelled "predict
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from rich.table import Table
 
+from pipeline.report.charts import RangePoint, capacity_chart
+from pipeline.report.elements import add_element, add_section, add_table
+from pipeline.report.html import new_document
 from pipeline.statistics.capacity_figure import CapacityFigure
-
-INK, MUTED, GRID, PASS, FAIL, WIN = "#1f2328", "#656d76", "#e6e9ed", "#1a7f37", "#cf222e", \
-    "#2f81f7"
-WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640.0, 320.0, 64.0, 24.0, 24.0, 48.0
-CSS = ("body{font:14px system-ui,sans-serif;color:#1f2328;max-width:980px;margin:24px auto}"
-       "table{border-collapse:collapse;margin:8px 0}td,th{border-bottom:1px solid #e6e9ed;"
-       "padding:4px 8px;text-align:left}.ok{color:#1a7f37}.bad{color:#cf222e}"
-       ".muted{color:#656d76}pre{background:#f6f8fa;padding:8px}")
 
 
 def _rate(value: Any) -> str:
@@ -91,7 +87,6 @@ def _gpu(value: Any, section: Mapping[str, Any]) -> str:
     return "not measured" if "not measured" in str(section.get("gpu_memory")) else "-"
 
 
-Scale = Callable[[float], float]
 HEADERS = ["config", "capacity at the SLO", "p99 (latency stage)", "memory (RSS)", "GPU memory",
            "model", "result"]
 
@@ -110,47 +105,49 @@ def render_tune_table(record: Mapping[str, Any]) -> Table:
 
 
 def render_tune_html(record: Mapping[str, Any]) -> str:
+    """The tune report, styled as the run report: the verdict, the chart of every measured
+    config's capacity with its interval, the table, the recommended block, what was pruned."""
     section = record["tune"]
-    html = ET.Element("html", {"lang": "en"})
-    head = ET.SubElement(html, "head")
-    ET.SubElement(head, "meta", {"charset": "utf-8"})
-    ET.SubElement(head, "title").text = f"tune {record['name']} {record['run_id']}"
-    ET.SubElement(head, "style").text = CSS
-    body = ET.SubElement(html, "body")
-    ET.SubElement(body, "h1").text = f"tune {record['name']} · run {record['run_id']}"
-    verdict = ET.SubElement(body, "p", {"class": "ok" if record["status"] == "passed"
-                                        else "bad"})
-    verdict.text = section["why"]
-    notes = ET.SubElement(body, "p", {"class": "muted"})
-    notes.text = (f"{section['space_size']} configs in the space, "
-                  f"{section['configs_explored']} explored, {section['configs_measured']} "
-                  f"verified with the latency and saturation stages; wall "
-                  f"{section['wall_s']:.0f}s of a {section['budget_s']:.0f}s budget"
-                  f"{' (budget exhausted)' if section['budget_exhausted'] else ''}; "
-                  f"{section['restarts']}; GPU memory {section['gpu_memory']}.")
-    body.append(throughput_chart(section))
-    table = ET.SubElement(body, "table")
-    header = ET.SubElement(table, "tr")
-    for text in HEADERS:
-        ET.SubElement(header, "th").text = text
+    html, main = new_document(f"serve-pipeline tune · run {record['run_id']}")
+    passed = record["status"] == "passed"
+    banner = add_element(main, "div", cls="banner " + ("passed" if passed else "failed"))
+    left = add_element(banner, "div")
+    heading = add_element(left, "h1")
+    add_element(heading, "span", str(record["status"]).upper(),
+                cls="badge big " + ("pass" if passed else "fail"))
+    add_element(heading, "span", f"tune · {record['name']}")
+    add_element(left, "div", f"run {record['run_id']}", cls="sub")
+    add_element(left, "div", section["why"], id="verdict",
+                style="font-size: 16px; font-weight: 600; margin-top: 8px")
+    add_element(main, "p", (
+        f"{section['space_size']} configs in the space, {section['configs_explored']} "
+        f"explored, {section['configs_measured']} verified with the latency and saturation "
+        f"stages; wall {section['wall_s']:.0f}s of a {section['budget_s']:.0f}s budget"
+        f"{' (budget exhausted)' if section['budget_exhausted'] else ''}; "
+        f"{section['restarts']}; GPU memory {section['gpu_memory']}."), cls="muted")
+    chart = add_section(main, "Capacity at the SLO against p99, with each interval")
+    chart.append(throughput_chart(section))
+    body = add_table(add_section(main, "Every measured config"),
+                     [(text, "") for text in HEADERS], "tune-candidates")
     for row in candidate_rows(section):
-        line = ET.SubElement(table, "tr")
-        for text in row:
-            ET.SubElement(line, "td").text = text
+        line = add_element(body, "tr", cls="pass" if row[-1] == "winner" else None)
+        add_element(line, "td", row[0], cls="label")
+        for text in row[1:]:
+            add_element(line, "td", text, cls="mono")
     if section.get("recommended"):
-        ET.SubElement(body, "h2").text = "recommended server block"
-        ET.SubElement(body, "pre").text = recommended_yaml(section["recommended"])
-    _pruned(body, section)
-    return "<!doctype html>\n" + ET.tostring(html, encoding="unicode", method="html") + "\n"
+        add_element(add_section(main, "Recommended server block"), "pre",
+                    recommended_yaml(section["recommended"]))
+    _pruned(main, section)
+    return "<!DOCTYPE html>\n" + ET.tostring(html, encoding="unicode", method="html") + "\n"
 
 
-def _pruned(body: ET.Element, section: Mapping[str, Any]) -> None:
-    ET.SubElement(body, "h2").text = f"pruned by the model ({len(section['pruned'])})"
-    table = ET.SubElement(body, "table")
+def _pruned(parent: ET.Element, section: Mapping[str, Any]) -> None:
+    body = add_table(add_section(parent, f"Pruned by the model ({len(section['pruned'])})"),
+                     [("config", ""), ("why", "")], "tune-pruned")
     for item in section["pruned"]:
-        line = ET.SubElement(table, "tr")
-        ET.SubElement(line, "td").text = item["label"]
-        ET.SubElement(line, "td").text = item["reason"]
+        line = add_element(body, "tr")
+        add_element(line, "td", item["label"], cls="label")
+        add_element(line, "td", item["reason"])
 
 
 def recommended_yaml(block: Mapping[str, Any]) -> str:
@@ -163,63 +160,20 @@ def recommended_yaml(block: Mapping[str, Any]) -> str:
 
 
 def throughput_chart(section: Mapping[str, Any]) -> ET.Element:
-    """Throughput at the SLO (y) against the latency stage's p99 (x), one point per
-    verified config; the vertical line is slo.p99."""
-    points = [(float(c["measured"]["p99_ms"]), float(c["measured"]["throughput_rps"] or 0.0), c)
-              for c in section["candidates"]
-              if c.get("measured") and c["measured"].get("p99_ms") is not None]
-    slo = float(section["slo"]["p99_ms"])
-    svg = ET.Element("svg", {"id": "tune-chart", "viewBox": f"0 0 {WIDTH:g} {HEIGHT:g}",
-                             "width": f"{WIDTH:g}", "height": f"{HEIGHT:g}", "role": "img",
-                             "font-size": "12"})
-    ET.SubElement(svg, "title").text = "throughput at the SLO against p99, one point per config"
-    x_max = max([slo * 1.15] + [p[0] * 1.1 for p in points])
-    y_max = max([1.0] + [p[1] * 1.15 for p in points])
-
-    def x(value: float) -> float:
-        return LEFT + value / x_max * (WIDTH - LEFT - RIGHT)
-
-    def y(value: float) -> float:
-        return HEIGHT - BOTTOM - value / y_max * (HEIGHT - TOP - BOTTOM)
-
-    _axes(svg, x_max, y_max, x, y)
-    _line(svg, x(slo), TOP, x(slo), HEIGHT - BOTTOM, FAIL, dash=True)
-    _text(svg, x(slo) + 4, TOP + 10, f"SLO p99 {slo:g}ms", FAIL)
+    """Each measured config's capacity at the SLO (y, with its interval; the older records'
+    single throughput without one) against its latency stage's p99 (x); slo.p99 as a line."""
     winner = (section.get("winner") or {}).get("label")
-    for p99, rate, candidate in points:
-        colour = WIN if candidate["label"] == winner else PASS if candidate["meets_slo"] \
-            else FAIL
-        dot = ET.SubElement(svg, "circle", {"cx": f"{x(p99):.1f}", "cy": f"{y(rate):.1f}",
-                                            "r": "6" if colour == WIN else "4",
-                                            "fill": colour})
-        ET.SubElement(dot, "title").text = (f"{candidate['label']}: {_rate(rate)} at the SLO, "
-                                            f"p99 {_ms(p99)} (measured)")
-        _text(svg, x(p99) + 7, y(rate) - 6, candidate["label"], MUTED)
-    return svg
-
-
-def _axes(svg: ET.Element, x_max: float, y_max: float, x: Scale, y: Scale) -> None:
-    for step in range(5):
-        value = y_max * step / 4
-        _line(svg, LEFT, y(value), WIDTH - RIGHT, y(value), GRID)
-        _text(svg, LEFT - 6, y(value) + 4, f"{value:,.0f}", MUTED, anchor="end")
-        xv = x_max * step / 4
-        _text(svg, x(xv), HEIGHT - BOTTOM + 16, f"{xv:.1f}", MUTED, anchor="middle")
-    _text(svg, (LEFT + WIDTH - RIGHT) / 2, HEIGHT - 8, "p99 (ms, latency stage)", INK,
-          anchor="middle")
-    _text(svg, 12, TOP - 8, "throughput at the SLO (/s)", INK)
-
-
-def _line(svg: ET.Element, x1: float, y1: float, x2: float, y2: float, colour: str,
-          dash: bool = False) -> None:
-    attrs = {"x1": f"{x1:.1f}", "y1": f"{y1:.1f}", "x2": f"{x2:.1f}", "y2": f"{y2:.1f}",
-             "stroke": colour}
-    if dash:
-        attrs["stroke-dasharray"] = "4 3"
-    ET.SubElement(svg, "line", attrs)
-
-
-def _text(svg: ET.Element, x: float, y: float, text: str, colour: str,
-          anchor: str = "start") -> None:
-    ET.SubElement(svg, "text", {"x": f"{x:.1f}", "y": f"{y:.1f}", "fill": colour,
-                                "text-anchor": anchor}).text = text
+    points = []
+    for candidate in measured_candidates(section):
+        measured = candidate.get("measured") or {}
+        if measured.get("p99_ms") is None:
+            continue
+        figure = CapacityFigure.from_json(measured.get("capacity"))
+        rate = figure.rps if figure else float(measured.get("throughput_rps") or 0.0)
+        low = figure.low_rps if figure else rate
+        high = (figure.high_rps if figure.bound == "exact" else None) if figure else rate
+        outcome = "winner" if candidate["label"] == winner else \
+            "pass" if candidate["meets_slo"] else "missed"
+        points.append(RangePoint(float(measured["p99_ms"]), rate, low, high,
+                                 candidate["label"], outcome))
+    return capacity_chart(points, slo=float(section["slo"]["p99_ms"]))

@@ -13,6 +13,7 @@ from pipeline.tune.model import Observation, fit, predict
 from pipeline.tune.prune import shortlist
 from pipeline.tune.space import Config, build_space
 from pipeline.tune.write import write_recommendation
+from tests.support.htmldom import parse_html
 
 RECOMMENDED = {"server": {"device": "cpu", "instances": 1, "batching": {
     "max_batch_size": 64, "max_queue_delay": "5ms", "preferred_batch_sizes": []}}}
@@ -118,15 +119,20 @@ def test_a_delay_over_the_slo_is_predicted_to_miss_and_pruned(project: Path) -> 
 def test_the_html_report_charts_measured_points_and_labels_predictions() -> None:
     from pipeline.report.tune import render_tune_html
 
-    def candidate(label: str, rate: float, p99: float, meets: bool) -> dict[str, object]:
+    def candidate(label: str, rate: float, p99: float, meets: bool,
+                  high: float | None) -> dict[str, object]:
+        capacity = {"rps": rate, "low_rps": rate, "high_rps": high,
+                    "bound": "exact" if high else "lower_bound",
+                    "capped_by": f"a failing rate at {high}" if high else "the budget"}
         return {"config": {}, "label": label, "meets_slo": meets,
                 "missed": [] if meets else ["latency.p99 failed"],
                 "predicted": {"throughput_rps": rate * 2, "predicted": True},
                 "measured": {"throughput_rps": rate, "p99_ms": p99, "rss_mb": 300.0,
-                             "gpu_mb": None, "throughput_source": "capacity_rps"}}
+                             "gpu_mb": None, "capacity": capacity}}
 
-    winner = candidate("cpu x2 batch 32 delay 0", 2000.0, 8.0, True)
-    section = {"candidates": [winner, candidate("cpu x1 batch 1 delay 0", 500.0, 70.0, False)],
+    winner = candidate("cpu x2 batch 32 delay 0", 2000.0, 8.0, True, 2300.0)
+    section = {"candidates": [winner, candidate("cpu x1 batch 1 delay 0", 500.0, 70.0, False,
+                                                None)],
                "winner": winner, "why": "cpu x2 batch 32 delay 0 <won>", "space_size": 34,
                "configs_explored": 2, "configs_measured": 2, "wall_s": 80.0, "budget_s": 600.0,
                "budget_exhausted": False, "restarts": "one tritonserver",
@@ -136,7 +142,16 @@ def test_the_html_report_charts_measured_points_and_labels_predictions() -> None
                    "max_batch_size": 32, "max_queue_delay": "0us",
                    "preferred_batch_sizes": []}}}}
     html = render_tune_html({"name": "m", "run_id": "r", "status": "passed", "tune": section})
-    assert html.count("<circle") == 2 and "SLO p99 50ms" in html
+    chart = parse_html(html).by_id("tune-chart")
+    assert chart is not None and html.count("<circle") == 2 and "SLO p99 50 ms" in html
+    # Each config's interval as a bar; the lower bound's as an arrow, with no top.
+    assert len(chart.find_all("line", "interval")) == 2
+    assert len(chart.find_all("path", "lower-bound")) == 1
+    assert "interval 2,000/s to 2,300/s" in html and "interval 500/s to a lower bound" in html
+    # Axes at round ticks: 0, 500, 1,000, ... and 0, 20, 40, ... ms.
+    labels = [text.text() for text in chart.find_all("text")]
+    assert {"0", "500", "1,000", "2,500"} <= set(labels) and {"20", "40", "80"} <= set(labels)
+    assert "<style>" in html and "badge" in html        # the run report's stylesheet
     assert "&lt;won&gt;" in html and "4,000/s (predicted, measured/predicted 0.50)" in html
     assert "not measured" in html and "max_batch_size: 32" in html
 
