@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import SpecError
 from pipeline.servers.specs import load_spec
 from pipeline.servers.torchserve.properties import (
     check_properties,
@@ -19,6 +18,7 @@ from pipeline.servers.torchserve.properties import (
     render_properties,
 )
 from pipeline.servers.torchserve.spec import TORCHSERVE_SPEC
+from tests.support.spec_edits import line_of, spec_issues, with_server_block
 
 REPO = Path(__file__).resolve().parents[2]
 BLOCK = """  torchserve:
@@ -41,26 +41,12 @@ def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return Path("serve.yaml")
 
 
-def with_block(path: Path, block: str) -> Path:
-    text = path.read_text()
-    assert text.count("\nslo:") == 1
-    path.write_text(text.replace("\nslo:", "\n" + block + "\nslo:"))
-    return path
-
-
-def line_of(path: Path, needle: str) -> int:
-    lines = path.read_text().splitlines()
-    return next(number for number, line in enumerate(lines, 1) if needle in line)
-
-
 def issues_of(path: Path) -> list[str]:
-    with pytest.raises(SpecError) as caught:
-        load_spec(path)
-    return [str(issue).removeprefix("serve.yaml:") for issue in caught.value.issues]
+    return [issue.removeprefix("serve.yaml:") for issue in spec_issues(path)]
 
 
 def test_keys_and_model_settings_reach_config_properties(example: Path) -> None:
-    spec = load_spec(with_block(example, BLOCK)).spec
+    spec = load_spec(with_server_block(example, BLOCK)).spec
     text = render_properties(spec, TORCHSERVE_SPEC.production_ports, "model-store",
                              loopback_only=False)
     properties = parse_properties(text)
@@ -78,7 +64,7 @@ def test_keys_and_model_settings_reach_config_properties(example: Path) -> None:
 
 
 def test_a_misspelt_key_is_refused_where_it_is_written(example: Path) -> None:
-    path = with_block(example, BLOCK.replace("job_queue_size", "job_queue_sise")
+    path = with_server_block(example, BLOCK.replace("job_queue_size", "job_queue_sise")
                       .replace("startupTimeout", "startupTimeOut"))
     assert issues_of(path) == [
         f"{line_of(path, 'job_queue_sise')}:7: server.torchserve.config.job_queue_sise: "
@@ -88,7 +74,7 @@ def test_a_misspelt_key_is_refused_where_it_is_written(example: Path) -> None:
 
 
 def test_keys_the_spec_sets_are_refused_naming_both_places(example: Path) -> None:
-    path = with_block(example, """  torchserve:
+    path = with_server_block(example, """  torchserve:
     config:
       inference_address: http://0.0.0.0:9000
       default_workers_per_model: 4
@@ -115,7 +101,7 @@ def test_keys_the_spec_sets_are_refused_naming_both_places(example: Path) -> Non
 
 
 def test_a_value_that_would_add_a_line_or_a_bad_timeout_is_refused(example: Path) -> None:
-    path = with_block(example, "  torchserve:\n    config: {cors_allowed_origin: \"a\\n"
+    path = with_server_block(example, "  torchserve:\n    config: {cors_allowed_origin: \"a\\n"
                                "disable_token_authorization=true\"}\n"
                                "    model: {responseTimeout: 0, runtimeType: 3}\n")
     assert [issue.partition(": ")[2] for issue in issues_of(path)] == [

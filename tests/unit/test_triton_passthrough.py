@@ -10,7 +10,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pipeline.errors import SpecError
 from pipeline.servers.base import BuiltArtifact
 from pipeline.servers.docker.images import ImageDigests
 from pipeline.servers.specs import json_schema, load_spec
@@ -24,6 +23,7 @@ from pipeline.servers.triton.kind import TRITON
 from pipeline.servers.triton.passthrough import server_flags
 from pipeline.servers.triton.server import TritonInstallation, TritonServer
 from pipeline.spec.positions import parse_document
+from tests.support.spec_edits import line_of, spec_issues, with_server_block
 
 PASSTHROUGH = """  triton:
     config:
@@ -42,24 +42,7 @@ PASSTHROUGH = """  triton:
 
 
 def with_block(project: Path, block: str) -> Path:
-    """The example spec with `block` (indented as a key of `server`) at the end of
-    `server`."""
-    path = project / "serve.yaml"
-    text = path.read_text()
-    assert text.count("\nslo:") == 1
-    path.write_text(text.replace("\nslo:", "\n" + block + "\nslo:"))
-    return path
-
-
-def line_of(path: Path, needle: str) -> int:
-    lines = path.read_text().splitlines()
-    return next(number for number, line in enumerate(lines, 1) if needle in line)
-
-
-def issues_of(path: Path) -> list[str]:
-    with pytest.raises(SpecError) as caught:
-        load_spec(path)
-    return [str(issue) for issue in caught.value.issues]
+    return with_server_block(project / "serve.yaml", block)
 
 
 def test_the_fields_are_merged_into_the_rendered_config(project: Path) -> None:
@@ -98,7 +81,7 @@ def test_no_cache_flag_without_a_response_cache(project: Path) -> None:
 def test_a_misspelt_field_is_refused_where_it_is_written(project: Path) -> None:
     path = with_block(project, PASSTHROUGH.replace("response_cache:", "respons_cache:")
                       .replace("TYPE_FP32", "TYPE_FP23").replace("random_data", "random"))
-    assert issues_of(path) == [
+    assert spec_issues(path) == [
         f"serve.yaml:{line_of(path, 'respons_cache')}:7: server.triton.config.respons_cache: "
         "ModelConfig has no field 'respons_cache'; did you mean 'response_cache'?",
         f"serve.yaml:{line_of(path, 'TYPE_FP23')}:24: "
@@ -112,7 +95,7 @@ def test_a_misspelt_field_is_refused_where_it_is_written(project: Path) -> None:
 def test_a_value_triton_cannot_read_is_refused_at_the_block(project: Path) -> None:
     path = with_block(project, "  triton:\n    config: {dynamic_batching: "
                                "{priority_levels: many}}\n")
-    [issue] = issues_of(path)
+    [issue] = spec_issues(path)
     assert issue.startswith(f"serve.yaml:{line_of(path, 'priority_levels')}:")
     assert "server.triton.config: not a Triton ModelConfig:" in issue
     assert "priority_levels" in issue or "priorityLevels" in issue
@@ -130,7 +113,7 @@ def test_fields_the_spec_sets_are_refused_naming_both_places(project: Path) -> N
     batch_line = line_of(path, "max_batch_size: 32")
     delay_line = line_of(path, "max_queue_delay: 2ms")
     instances_line = line_of(path, "instances: 2")
-    assert issues_of(path) == [
+    assert spec_issues(path) == [
         f"serve.yaml:{line_of(path, 'max_batch_size: 4')}:7: "
         "server.triton.config.max_batch_size: max_batch_size is set by "
         f"server.batching.max_batch_size (serve.yaml:{batch_line}); set it there",
@@ -152,7 +135,7 @@ def test_fields_the_spec_sets_are_refused_naming_both_places(project: Path) -> N
 def test_another_scheduler_or_a_second_group_is_refused(project: Path) -> None:
     path = with_block(project, "  triton:\n    config:\n      sequence_batching: {}\n"
                                "      instance_group: [{}, {}]\n")
-    issues = issues_of(path)
+    issues = spec_issues(path)
     assert len(issues) == 2
     assert "sequence_batching would replace dynamic_batching, which server.batching renders " \
            f"(serve.yaml:{line_of(path, 'batching:')})" in issues[0]
@@ -161,7 +144,7 @@ def test_another_scheduler_or_a_second_group_is_refused(project: Path) -> None:
 
 def test_a_warmup_sample_names_the_models_inputs(project: Path) -> None:
     path = with_block(project, PASSTHROUGH.replace("features:", "feature:"))
-    assert issues_of(path) == [
+    assert spec_issues(path) == [
         f"serve.yaml:{line_of(path, 'feature:')}:13: "
         "server.triton.config.model_warmup[0].inputs.feature: the model has no input "
         "'feature' (model.inputs: features)"]
@@ -173,7 +156,7 @@ def test_the_block_is_checked_in_a_spec_served_by_another_kind(project: Path) ->
     path = with_block(project, "  triton:\n    config: {respons_cache: {}}\n")
     path.write_text(path.read_text().replace("kind: triton", "kind: torchserve", 1)
                     .replace("preferred_batch_sizes: [8, 16]", "preferred_batch_sizes: []"))
-    assert any("server.triton.config.respons_cache" in issue for issue in issues_of(path))
+    assert any("server.triton.config.respons_cache" in issue for issue in spec_issues(path))
 
 
 def test_a_release_with_other_passthrough_fields_is_told_apart(project: Path) -> None:
@@ -192,7 +175,7 @@ def test_a_release_with_other_passthrough_fields_is_told_apart(project: Path) ->
 
 def test_an_unknown_server_key_still_suggests_the_nearest(project: Path) -> None:
     path = with_block(project, "  trition: {config: {}}\n")
-    assert issues_of(path) == [f"serve.yaml:{line_of(path, 'trition')}:3: server.trition: "
+    assert spec_issues(path) == [f"serve.yaml:{line_of(path, 'trition')}:3: server.trition: "
                                "unknown key 'trition'; did you mean 'triton'?"]
 
 
@@ -227,5 +210,5 @@ def test_the_schema_describes_the_block(project: Path) -> None:
 
 def test_an_unknown_key_of_the_block_suggests_the_nearest(project: Path) -> None:
     path = with_block(project, "  triton: {confg: {}, cache_size: 8MiB}\n")
-    assert issues_of(path) == [f"serve.yaml:{line_of(path, 'confg')}:12: server.triton.confg: "
+    assert spec_issues(path) == [f"serve.yaml:{line_of(path, 'confg')}:12: server.triton.confg: "
                                "unknown key 'confg'; did you mean 'config'?"]
