@@ -31,3 +31,17 @@ def add_table(parent: ET.Element, headers: list[tuple[str, str]],
     for header, cls in headers:
         add_element(row, "th", header, cls=cls or None)
     return add_element(table, "tbody")
+
+
+def add_banner(parent: ET.Element, state: str, badge: str, label: str, title: str,
+               facts: str) -> tuple[ET.Element, ET.Element]:
+    """The reports' top banner (`state`: passed, failed, other... colours it): a big badge
+    (`badge`: pass, fail or other) reading `label`, the title, and a line of facts under
+    them. Returns (banner, its left column), for the verdict beside or under the heading."""
+    banner = add_element(parent, "div", cls=f"banner {state}")
+    left = add_element(banner, "div")
+    heading = add_element(left, "h1")
+    add_element(heading, "span", label, cls=f"badge big {badge}")
+    add_element(heading, "span", title)
+    add_element(left, "div", facts, cls="sub")
+    return banner, left

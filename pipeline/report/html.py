@@ -21,7 +21,7 @@ from pipeline.release.dossier import ReleaseDossier
 from pipeline.report import charts
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
-from pipeline.report.elements import add_element, add_section, add_table
+from pipeline.report.elements import add_banner, add_element, add_section, add_table
 from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
 from pipeline.report.load_workers import worker_lines
 from pipeline.report.regression_view import side_by_side
@@ -39,21 +39,17 @@ def _css() -> str:
 def _banner(parent: ET.Element, record: RunRecord) -> None:
     status = record.status or "unknown"
     passed, failed = data.status_counts(data.gate_rows(record))
-    banner = add_element(parent, "div", cls=f"banner {status}")
-    left = add_element(banner, "div")
-    heading = add_element(left, "h1")
     badge = {"passed": "pass", "failed": "fail"}.get(status, "other")
-    add_element(heading, "span", status.upper(), cls=f"badge big {badge}")
     heading_text = record.name or "serve-pipeline run"
     if record.environment:
         heading_text += f" · {record.environment}"
-    add_element(heading, "span", heading_text)
     facts = [f"run {record.run_id or '—'}", f"release {record.release_id or '—'}"]
     if record.promoted_to:
         facts.append(f"{record.promoted_to} now points at this release")
     if record.interrupted:
         facts.append("interrupted")
-    add_element(left, "div", " · ".join(facts), cls="sub")
+    banner, _ = add_banner(parent, status, badge, status.upper(), heading_text,
+                           " · ".join(facts))
     verdict = f"{passed} of {passed + failed} gates passed"
     if failed:
         verdict = f"{failed} gate{'s' if failed > 1 else ''} FAILED ({verdict})"

@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from pipeline.report.charts import RangePoint, capacity_chart
-from pipeline.report.elements import add_element, add_section, add_table
+from pipeline.report.elements import add_banner, add_element, add_section, add_table
 from pipeline.report.html import new_document
 from pipeline.statistics.capacity_figure import CapacityFigure
 
@@ -110,13 +110,9 @@ def render_tune_html(record: Mapping[str, Any]) -> str:
     section = record["tune"]
     html, main = new_document(f"serve-pipeline tune · run {record['run_id']}")
     passed = record["status"] == "passed"
-    banner = add_element(main, "div", cls="banner " + ("passed" if passed else "failed"))
-    left = add_element(banner, "div")
-    heading = add_element(left, "h1")
-    add_element(heading, "span", str(record["status"]).upper(),
-                cls="badge big " + ("pass" if passed else "fail"))
-    add_element(heading, "span", f"tune · {record['name']}")
-    add_element(left, "div", f"run {record['run_id']}", cls="sub")
+    _, left = add_banner(main, "passed" if passed else "failed", "pass" if passed else "fail",
+                         str(record["status"]).upper(), f"tune · {record['name']}",
+                         f"run {record['run_id']}")
     add_element(left, "div", section["why"], id="verdict",
                 style="font-size: 16px; font-weight: 600; margin-top: 8px")
     add_element(main, "p", (
@@ -126,7 +122,7 @@ def render_tune_html(record: Mapping[str, Any]) -> str:
         f"{' (budget exhausted)' if section['budget_exhausted'] else ''}; "
         f"{section['restarts']}; GPU memory {section['gpu_memory']}."), cls="muted")
     chart = add_section(main, "Capacity at the SLO against p99, with each interval")
-    chart.append(throughput_chart(section))
+    chart.append(capacity_points_chart(section))
     body = add_table(add_section(main, "Every measured config"),
                      [(text, "") for text in HEADERS], "tune-candidates")
     for row in candidate_rows(section):
@@ -159,7 +155,7 @@ def recommended_yaml(block: Mapping[str, Any]) -> str:
             f"    preferred_batch_sizes: {batching['preferred_batch_sizes']}\n")
 
 
-def throughput_chart(section: Mapping[str, Any]) -> ET.Element:
+def capacity_points_chart(section: Mapping[str, Any]) -> ET.Element:
     """Each measured config's capacity at the SLO (y, with its interval; the older records'
     single throughput without one) against its latency stage's p99 (x); slo.p99 as a line."""
     winner = (section.get("winner") or {}).get("label")
@@ -171,7 +167,7 @@ def throughput_chart(section: Mapping[str, Any]) -> ET.Element:
         figure = CapacityFigure.from_json(measured.get("capacity"))
         rate = figure.rps if figure else float(measured.get("throughput_rps") or 0.0)
         low = figure.low_rps if figure else rate
-        high = (figure.high_rps if figure.bound == "exact" else None) if figure else rate
+        high = figure.high_rps if figure else rate
         outcome = "winner" if candidate["label"] == winner else \
             "pass" if candidate["meets_slo"] else "missed"
         points.append(RangePoint(float(measured["p99_ms"]), rate, low, high,

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.report.elements import add_element, add_section, add_table
+from pipeline.report.elements import add_banner, add_element, add_section, add_table
 from pipeline.report.html import new_document
 from pipeline.report.sidebyside.charts import latency_chart, throughput_chart
 from pipeline.report.sidebyside.views import (
@@ -22,15 +22,11 @@ from pipeline.report.sidebyside.views import (
 
 def _banner(parent: ET.Element, record: Mapping[str, Any]) -> None:
     winner = record.get("winner")
-    banner = add_element(parent, "div", cls="banner " + ("passed" if winner else "other"))
-    left = add_element(banner, "div")
-    heading = add_element(left, "h1")
-    add_element(heading, "span", (winner or "no winner").upper(), cls="badge big " +
-                ("pass" if winner else "other"))
-    add_element(heading, "span", f"{' vs '.join(kinds(record))} · {record.get('name')}")
-    add_element(left, "div", f"compare {record.get('compare_id')} · spec "
-                f"{record.get('spec_file')} · {number(record.get('duration_s'), ' s', 0)}",
-                cls="sub")
+    _, left = add_banner(parent, "passed" if winner else "other",
+                         "pass" if winner else "other", (winner or "no winner").upper(),
+                         f"{' vs '.join(kinds(record))} · {record.get('name')}",
+                         f"compare {record.get('compare_id')} · spec {record.get('spec_file')}"
+                         f" · {number(record.get('duration_s'), ' s', 0)}")
     # Under the heading, not beside it: the verdict line is a sentence, not a badge.
     add_element(left, "div", verdict_line(record), id="verdict",
                 style="font-size: 16px; font-weight: 600; margin-top: 8px")
