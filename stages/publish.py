@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+from dataclasses import replace
 from typing import Any
 
 from pipeline.context import RunContext
@@ -19,10 +21,13 @@ from pipeline.release.regression import (
     live_release_gate,
     regression_gates,
 )
+from pipeline.release.serving_layout import PublishedLayout, layout_prefix
 from pipeline.release.signing.attestation import attestation_blob
 from pipeline.release.signing.keys import release_signer
 from pipeline.release.store import store_for
 from pipeline.release.store.base import Store
+from pipeline.servers import server_kind
+from pipeline.servers.deployment import ReleaseFiles
 from pipeline.stage_result import Gate, StageResult, Status
 
 NAME = "publish"
@@ -145,14 +150,29 @@ def run(ctx: RunContext) -> StageResult:
     ]
     identity = acting_identity(ctx.env, store)
     draft = manifest_draft(ctx, _push_image(ctx), identity)
-    attestation, draft = attestation_blob(spec.name, files, draft, release_signer(ctx.env))
-    files.append(attestation)
-    def uploaded(done: int, total: int) -> None:
-        ctx.progress(NAME, done, total, f"{done / 2**20:.1f} of {total / 2**20:.1f} MiB in "
-                     f"{len(files)} blobs to {store.url}")
+    with ExitStack() as scratch:
+        layout = None
+        if spec.publish.serving_layout:
+            layout = scratch.enter_context(PublishedLayout(
+                server_kind(spec.server.kind),
+                ReleaseFiles(spec.name, build.archive, config_bytes, build.config_name)))
+            draft = replace(draft, serving_layout=layout.manifest_entry())
+        attestation, draft = attestation_blob(spec.name, files, draft,
+                                              release_signer(ctx.env))
+        files.append(attestation)
 
-    uploaded(0, 1)
-    outcome = publish_release(store, spec.name, files, draft, utc_now(), progress=uploaded)
+        def uploaded(done: int, total: int) -> None:
+            ctx.progress(NAME, done, total, f"{done / 2**20:.1f} of {total / 2**20:.1f} MiB "
+                         f"in {len(files)} blobs to {store.url}")
+
+        def lay_out(release_id: str) -> None:
+            if layout is not None:
+                ctx.progress(NAME, 0, 1, f"serving layout: {len(layout.digests)} files")
+                layout.write(store, spec.name, release_id)
+
+        uploaded(0, 1)
+        outcome = publish_release(store, spec.name, files, draft, utc_now(),
+                                  progress=uploaded, before_manifest=lay_out)
     ctx.release_id = outcome.release_id
     details: dict[str, Any] = {"store": store.url, "release_id": outcome.release_id,
                                **comparison}
@@ -160,6 +180,10 @@ def run(ctx: RunContext) -> StageResult:
     message = (f"release {outcome.release_id}: {outcome.uploaded_blobs} blobs uploaded "
                f"({outcome.uploaded_bytes / 1024:.0f} KiB), {outcome.skipped_blobs} already "
                f"present; attestation {'signed' if signed else 'UNSIGNED (no signing key)'}")
+    if layout is not None:
+        where = f"{store.url.rstrip('/')}/{layout_prefix(spec.name, outcome.release_id)}"
+        details["serving_layout"] = where
+        message += f"; serving layout ({len(layout.digests)} files, attested) at {where}"
     if ctx.promote_to is not None:
         # The approval is part of the move: recorded only if the pointer moves.
         decision = Decision(PointerAction.PROMOTE, ctx.promote_to, outcome.release_id,

@@ -23,6 +23,7 @@ from pipeline.errors import StoreError, UsageError
 from pipeline.release.manifest import manifest_digest
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.materialize import release_config, release_kind
+from pipeline.release.serving_layout import layout_prefix
 from pipeline.release.store.base import Store
 from pipeline.servers.deployment import KServeRuntime
 from pipeline.servers.specs import validate_spec
@@ -163,7 +164,7 @@ def default_storage_uri(store: Store, manifest: Manifest) -> str:
         raise UsageError(f"the store {store.url} is not reachable from a cluster: materialize "
                          "the release where it is (`materialize ... --to s3://...`) and give "
                          "that as --storage-uri")
-    return f"{store.url.rstrip('/')}/serving/{manifest.name}/{manifest.release_id}"
+    return f"{store.url.rstrip('/')}/{layout_prefix(manifest.name, manifest.release_id)}"
 
 
 def export_kserve(store: Store, manifest: Manifest, storage_uri: str | None,

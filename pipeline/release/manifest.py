@@ -22,6 +22,7 @@ from pipeline.release.manifest_record import (
     BlobRef,
     Manifest,
 )
+from pipeline.release.serving_layout import layout_problems
 from pipeline.release.store.base import Store
 
 __all__ = ["MANIFEST_SCHEMA", "VERIFICATION_ROLE", "BlobRef", "Manifest"]
@@ -57,10 +58,12 @@ class BlobSource:
 
 def publish_release(store: Store, name: str, files: list[BlobSource], draft: Manifest,
                     moment: datetime,
-                    progress: Callable[[int, int], None] | None = None) -> PublishOutcome:
+                    progress: Callable[[int, int], None] | None = None,
+                    before_manifest: Callable[[str], None] | None = None) -> PublishOutcome:
     """Upload blobs (skipping those present), then create the manifest.
 
-    `progress(done_bytes, total_bytes)` is called after each blob."""
+    `progress(done_bytes, total_bytes)` is called after each blob; `before_manifest(release
+    id)` after the blobs, before the manifest (the serving layout is written there)."""
     uploaded = skipped = uploaded_bytes = 0
     refs = []
     total = sum(s.path.stat().st_size if s.path is not None else len(s.data or b"")
@@ -84,6 +87,8 @@ def publish_release(store: Store, name: str, files: list[BlobSource], draft: Man
         if progress is not None:
             progress(done, total)
     release_id = new_release_id(moment, name + (draft.run_id or ""))
+    if before_manifest is not None:
+        before_manifest(release_id)
     manifest = draft.published(name, release_id, iso(moment), tuple(refs))
     store.create(manifest_key(name, release_id),
                  json.dumps(manifest.to_json(), indent=2).encode())
@@ -120,14 +125,16 @@ def verify_release(store: Store, manifest: Manifest) -> list[str]:
 
     This is the check before a pointer moves, as strong as publish's: the local store
     re-hashes; S3 compares its own checksum with the one recorded at publish (and
-    re-hashes where it has none). `store verify` re-hashes everything.
+    re-hashes where it has none). `store verify` re-hashes everything. The serving layout
+    published beside a release (pipeline.release.serving_layout) is re-hashed file by file:
+    it is what a cluster's `storageUri` reads.
     """
     problems = []
     for blob in manifest.blobs:
         problem = store.check_blob(blob.digest, blob.size, blob.recorded_checksum)
         if problem:
             problems.append(f"{blob.role}: {problem}")
-    return problems
+    return problems + layout_problems(store, manifest)
 
 
 def manifest_digest(store: Store, name: str, release_id: str) -> str:

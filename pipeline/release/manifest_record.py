@@ -76,6 +76,7 @@ class Manifest:
     gates: tuple[Mapping[str, Any], ...] = ()
     stages: Mapping[str, Any] = field(default_factory=dict)
     created_by_actor: Mapping[str, Any] | None = None
+    serving_layout: Mapping[str, Any] | None = None   # pipeline.release.serving_layout
     attestation: Mapping[str, Any] | None = None
     blobs: tuple[BlobRef, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -140,8 +141,9 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         every: dict[str, Any] = {}
         for item in fields(self):
-            if item.name not in _STORAGE:
-                every[item.name] = _json(getattr(self, item.name))
+            value = getattr(self, item.name)
+            if item.name not in _STORAGE and not (item.name in _ONLY_WHEN_SET and value is None):
+                every[item.name] = _json(value)
         every.update(self.extra)
         return in_shape(every, every, self.shape)
 
@@ -201,7 +203,10 @@ def _json(value: Any) -> Any:
 
 
 _STORAGE = frozenset({"extra", "shape"})
+# Keys a manifest has only when publish set them: a release without one reads and writes as
+# the earlier versions' manifests did.
+_ONLY_WHEN_SET = frozenset({"serving_layout"})
 _OBJECTS = ("server", "model", "artifact", "config", "image", "git", "created_by_actor",
-            "attestation")
+            "serving_layout", "attestation")
 _PUBLISHED = frozenset({"schema", "name", "release_id", "created_at", "blobs"})
 _KNOWN = frozenset(item.name for item in fields(Manifest)) - _STORAGE

@@ -22,13 +22,12 @@ from pathlib import Path
 
 from pipeline.errors import StoreError, UsageError
 from pipeline.release.manifest_record import Manifest
+from pipeline.release.serving_layout import file_digests
 from pipeline.release.store import open_store
 from pipeline.release.store.base import Store
 from pipeline.servers import server_kind
 from pipeline.servers.base import ServerKind
 from pipeline.servers.deployment import ReleaseFiles
-
-CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -85,19 +84,6 @@ def lay_out(store: Store, manifest: Manifest, scratch: Path) -> Path:
     except StoreError as exc:
         raise StoreError(f"release {manifest.release_id} in {store.url}: {exc}") from None
     return layout
-
-
-def file_digests(root: Path) -> dict[str, str]:
-    """Every file under `root` by its relative path, with its sha256."""
-    found = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            hasher = hashlib.sha256()
-            with path.open("rb") as handle:
-                while chunk := handle.read(CHUNK):
-                    hasher.update(chunk)
-            found[path.relative_to(root).as_posix()] = hasher.hexdigest()
-    return found
 
 
 def materialize(store: Store, manifest: Manifest, destination: str,

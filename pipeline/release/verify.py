@@ -14,6 +14,7 @@ from pipeline.errors import StoreError
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.pointer_event import PointerEvent
 from pipeline.release.pointers import audit_key, write_audit
+from pipeline.release.serving_layout import layout_problems
 from pipeline.release.store.base import Store
 
 
@@ -102,8 +103,8 @@ def _documents(store: Store, prefix: str, check: StoreCheck,
 
 
 def _check_manifests(store: Store, check: StoreCheck) -> set[tuple[str, str]]:
-    """Every manifest and the blobs it names (each blob re-hashed once); (name, release id)
-    of each manifest found."""
+    """Every manifest, the blobs it names (each blob re-hashed once) and its published
+    serving layout's files; (name, release id) of each manifest found."""
     releases: set[tuple[str, str]] = set()
     verified: dict[str, str | None] = {}
     for key, name, release_id, body in _documents(
@@ -125,6 +126,8 @@ def _check_manifests(store: Store, check: StoreCheck) -> set[tuple[str, str]]:
             if verified[blob.digest]:
                 check.problems.append(f"release {name}/{release_id} {blob.role}: "
                                       f"{verified[blob.digest]}")
+        check.problems += [f"release {name}/{release_id} {problem}"
+                           for problem in layout_problems(store, manifest)]
     return releases
 
 

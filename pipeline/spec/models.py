@@ -396,6 +396,13 @@ class PublishSpec(StrictModel):
         "file://<dir> (relative to the spec) or s3://bucket/prefix."))
     endpoint_url: str | None = Field(default=None, description=(
         "S3-compatible endpoint (MinIO, Ceph); default from AWS_ENDPOINT_URL_S3."))
+    serving_layout: bool = Field(default=False, description=(
+        "Also write the release in its server's layout (what `materialize` writes: a Triton "
+        "model repository, or TorchServe's model-store/ and config/) under "
+        "<store>/serving/<name>/<release id>/ when it is published, where `export kserve` "
+        "points storageUri by default. Every file's digest is in the manifest and the "
+        "attestation; it is never overwritten. A release published without it is laid "
+        "out there later with `materialize RELEASE --to <store>/serving/<name>/<id>`."))
 
     @field_validator("store")
     @classmethod

@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +18,12 @@ from pipeline.digest import canonical_json, sha256_bytes, sha256_file
 from pipeline.release.manifest import BlobSource, Manifest, publish_release, utc_now
 from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer
+from pipeline.release.serving_layout import PublishedLayout
 from pipeline.release.signing.attestation import attestation_blob
 from pipeline.release.store.local import LocalStore
+from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact
+from pipeline.servers.deployment import ReleaseFiles
 from pipeline.servers.specs import load_spec
 from pipeline.servers.torchserve.artifact import production_config
 from pipeline.servers.torchserve.mar import MANIFEST
@@ -79,9 +84,10 @@ def built_artifact(loaded: LoadedSpec, scratch: Path) -> BuiltArtifact:
 def publish_example(spec_file: Path, store_root: Path, scratch: Path,
                     image: dict[str, Any] | None = PINNED_IMAGE,
                     environment: str | None = "production",
-                    attested: bool = True) -> ExampleRelease:
+                    attested: bool = True, serving_layout: bool = False) -> ExampleRelease:
     """The example of `spec_file` published to the local store at `store_root`, and the
-    pointer of `environment` moved onto it (unless None)."""
+    pointer of `environment` moved onto it (unless None); with `serving_layout`, its layout
+    beside it as the publish stage writes it."""
     loaded = load_spec(spec_file, None)
     spec = loaded.spec
     build = built_artifact(loaded, scratch)
@@ -103,11 +109,22 @@ def publish_example(spec_file: Path, store_root: Path, scratch: Path,
                "sha256": build.model_digest},
         artifact={"kind": build.kind, "sha256": build.digest},
         config={"file": build.config_name, "sha256": build.config_digest}, image=image)
-    if attested:
-        attestation, draft = attestation_blob(spec.name, files, draft, None)
-        files.append(attestation)
     store = LocalStore(store_root, f"file://{store_root}")
-    outcome = publish_release(store, spec.name, files, draft, utc_now())
+    with ExitStack() as layouts:
+        layout = None
+        if serving_layout:
+            layout = layouts.enter_context(PublishedLayout(
+                server_kind(spec.server.kind),
+                ReleaseFiles(spec.name, build.archive, build.config_text.encode(),
+                             build.config_name)))
+            draft = replace(draft, serving_layout=layout.manifest_entry())
+        if attested:
+            attestation, draft = attestation_blob(spec.name, files, draft, None)
+            files.append(attestation)
+        outcome = publish_release(
+            store, spec.name, files, draft, utc_now(),
+            before_manifest=None if layout is None else partial(layout.write, store,
+                                                                 spec.name))
     if environment is not None:
         move_pointer(store, spec.name, environment, outcome.release_id, PointerAction.PROMOTE,
                      "alice")

@@ -2,7 +2,8 @@
 
 Subjects are what a release consists of, each by its sha256: every blob of the manifest
 (model, model repository or .mar, rendered config, spec, verification record), the serving
-image by its registry digest when one was pushed, and the merged spec's digest. The
+image by its registry digest when one was pushed, the merged spec's digest, and each file of
+the serving layout when one was published beside the release. The
 predicate is the evidence: the gate results and the facts of the run that produced them.
 The envelope is stored as a blob (role `attestation`) before the manifest, which names it.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.release.manifest import BlobSource
 from pipeline.release.manifest_record import ATTESTATION_ROLE, Manifest
+from pipeline.release.serving_layout import layout_files, layout_subjects
 from pipeline.release.signing.dsse import IN_TOTO_PAYLOAD_TYPE, Envelope, Signer, sign_envelope
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -24,9 +26,11 @@ __all__ = ["ATTESTATION_ROLE"]
 
 
 def release_subjects(name: str, blobs: Sequence[tuple[str, str]], spec_digest: str | None,
-                     image_digest: str | None) -> list[dict[str, Any]]:
-    """(role, hex digest) of each blob, then the spec digest and the image digest."""
-    subjects = [{"name": f"{name}/{role}", "digest": {"sha256": digest}}
+                     image_digest: str | None,
+                     layout: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """(role, hex digest) of each blob, then the spec digest, the image digest and every
+    file of the serving layout published beside the release (path: hex digest)."""
+    subjects: list[dict[str, Any]] = [{"name": f"{name}/{role}", "digest": {"sha256": digest}}
                 for role, digest in blobs]
     if spec_digest:
         subjects.append({"name": f"{name}/spec-digest",
@@ -34,6 +38,7 @@ def release_subjects(name: str, blobs: Sequence[tuple[str, str]], spec_digest: s
     if image_digest:
         subjects.append({"name": f"{name}/image",
                          "digest": {"sha256": image_digest.removeprefix("sha256:")}})
+    subjects += layout_subjects(name, layout or {})
     return subjects
 
 
@@ -104,7 +109,8 @@ def mismatches(manifest: Manifest, body: Mapping[str, Any]) -> list[str]:
     attested): subjects, the digests the manifest names, and the recorded gates."""
     blobs = [(b.role, b.digest) for b in manifest.blobs if b.role != ATTESTATION_ROLE]
     expected = {s["name"]: s["digest"]["sha256"] for s in release_subjects(
-        manifest.name, blobs, manifest.spec_digest, manifest.image_digest)}
+        manifest.name, blobs, manifest.spec_digest, manifest.image_digest,
+        layout_files(manifest))}
     attested = subject_digests(body)
     problems = [f"{subject}: manifest says {digest[:12]}, attestation "
                 f"{attested[subject][:12] if subject in attested else 'has no such subject'}"
@@ -127,6 +133,6 @@ def attestation_blob(name: str, files: Sequence[BlobSource], draft: Manifest,
     """The attestation over `files` and `draft` (the manifest to be), as one more blob to
     publish, and the draft with its summary (`attestation`)."""
     subjects = release_subjects(name, [(f.role, f.digest) for f in files], draft.spec_digest,
-                                draft.image_digest)
+                                draft.image_digest, layout_files(draft))
     data, summary = attest(subjects, release_predicate(draft, name), signer)
     return BlobSource(ATTESTATION_ROLE, None, data, summary["digest"]), draft.attested(summary)
