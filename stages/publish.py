@@ -14,7 +14,7 @@ from pipeline.record import RunRecord, ServerInfo
 from pipeline.release.identity import acting_identity
 from pipeline.release.manifest import BlobSource, Manifest, publish_release, utc_now
 from pipeline.release.pointer_event import PointerAction
-from pipeline.release.policy import Decision, commit
+from pipeline.release.policy import Decision, commit, missing_layout
 from pipeline.release.regression import (
     fallbacks_used,
     live_release,
@@ -84,6 +84,8 @@ def _promote_verified(ctx: RunContext) -> StageResult:
     previous = moved.event.previous_release_id or "nothing"
     message = (f"re-verified release {ctx.release_id}; {ctx.promote_to} now points at it "
                f"(was {previous})")
+    message += "".join(f"; {note}" for note in missing_layout(store, ctx.loaded,
+                                                             ctx.promotion.manifest))
     return StageResult(NAME, Status.PASSED, message + "".join(f"; {w}" for w in moved.warnings),
                        details={"store": store.url, "event": moved.event.to_json(),
                                 "release_id": ctx.release_id,

@@ -31,6 +31,7 @@ from pipeline.release.configured import overlay_file
 from pipeline.release.manifest import Manifest, read_manifest, verify_release
 from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import Moved, move_pointer, read_pointer, rollback_target
+from pipeline.release.serving_layout import layout_prefix
 from pipeline.release.standing import standing
 from pipeline.release.store.base import Store
 from pipeline.release.target_gates import review_gates
@@ -155,7 +156,19 @@ def decide_promotion(store: Store, loaded: LoadedSpec, environment: str,
     if granted:
         checks.append("approved by " + ", ".join(granted))
     return Decision(PointerAction.PROMOTE, environment, target, manifest, granted,
-                    tuple(c for c in checks if c), notes)
+                    tuple(c for c in checks if c), (*notes, *missing_layout(store, loaded,
+                                                                             manifest)))
+
+
+def missing_layout(store: Store, loaded: LoadedSpec, manifest: Manifest) -> tuple[str, ...]:
+    """Where the environment asks for the serving layout beside its releases and this one
+    was published without it: how to write it there (a pointer move publishes nothing)."""
+    if not loaded.spec.publish.serving_layout or manifest.serving_layout is not None:
+        return ()
+    where = f"{store.url.rstrip('/')}/{layout_prefix(manifest.name, manifest.release_id)}"
+    return (f"release {manifest.release_id} was published without its serving layout "
+            f"(`serve-pipeline materialize {manifest.release_id} --to {where}` writes it "
+            "there)",)
 
 
 def decide_new_release(loaded: LoadedSpec, environment: str, approved_by: str | None,

@@ -26,10 +26,9 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     env = s3_server.env
     # The fast spec's gates (its capacity may be inconclusive), rita's key trusted.
     approvers = approver_keys(fast_project)
-    (fast_project / "environments" / "production.yaml").write_text(RITA_APPROVES)
-    # Staging publishes the release's serving layout beside it, for a storageUri.
-    (fast_project / "environments" / "staging.yaml").write_text(
-        "publish: {serving_layout: true}\n")
+    # Production asks for the serving layout beside its releases (see the second release).
+    (fast_project / "environments" / "production.yaml").write_text(
+        RITA_APPROVES + "publish: {serving_layout: true}\n")
 
     def history(environment: str) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(cli(["history", environment, "--format", "json"],
@@ -44,12 +43,7 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     assert "ml/fraud/environments/fraud-mlp/staging.json" in keys
     # the five blobs a run published before, and the attestation
     assert sum(1 for k in keys if k.startswith("ml/fraud/blobs/sha256/")) == 6
-    layout = f"ml/fraud/serving/fraud-mlp/{release}/"
-    assert sorted(k.removeprefix(layout) for k in keys if k.startswith(layout)) == [
-        "fraud-mlp/1/model.pt", "fraud-mlp/1/model.py", "fraud-mlp/1/model_runtime.py",
-        "fraud-mlp/config.pbtxt"]
-    assert f"serving layout (4 files, attested) at s3://{bucket}/{layout}" \
-        .rstrip("/") in first.stdout, first.stdout
+    assert not any(k.startswith("ml/fraud/serving/") for k in keys)
 
     refused = cli(["promote", "production"], fast_project, env=env)
     assert refused.returncode == 5 and "needs a signed approval" in refused.stderr
@@ -61,12 +55,27 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     assert approved.returncode == 0, approved.stderr
     moved = cli(["promote", "production"], fast_project, env=env)
     assert moved.returncode == 0, moved.stderr
+    serving = f"s3://{bucket}/ml/fraud/serving/fraud-mlp/{release}"
+    assert (f"note: release {release} was published without its serving layout "
+            f"(`serve-pipeline materialize {release} --to {serving}` writes it there)") \
+        in moved.stdout, moved.stdout
     production = history("production")
     assert production["current"] == release
     assert production["events"][0]["approved_by"] == ["rita"]
 
+    # Staging now publishes the serving layout beside each release, for a storageUri.
+    (fast_project / "environments" / "staging.yaml").write_text(
+        "publish: {serving_layout: true}\n")
     second = cli(["promote", "staging"], fast_project, env=env)
     assert second.returncode == 0, second.stderr
+    second_release = re.findall(r"^release (\S+)$", second.stdout, re.M)[-1]
+    layout = f"ml/fraud/serving/fraud-mlp/{second_release}/"
+    assert sorted(o["Key"].removeprefix(layout) for o in s3_server.client().list_objects_v2(
+        Bucket=bucket, Prefix=layout)["Contents"]) == [
+        "fraud-mlp/1/model.pt", "fraud-mlp/1/model.py", "fraud-mlp/1/model_runtime.py",
+        "fraud-mlp/config.pbtxt"]
+    assert f"serving layout (4 files, attested) at s3://{bucket}/{layout}".rstrip("/") \
+        in second.stdout, second.stdout
     back = cli(["rollback", "staging"], fast_project, env=env)
     assert back.returncode == 0, back.stderr
     staging = history("staging")
@@ -81,18 +90,20 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     listed = json.loads(cli(["releases", "--format", "json"], fast_project, env=env).stdout)
     assert [r["current_in"] for r in listed] == [["production", "staging"], []]
 
-    # Published beside the release, where `export kserve` points storageUri by default:
-    # materialize finds it there, byte for byte; elsewhere it writes it.
-    serving = f"s3://{bucket}/ml/fraud/serving/fraud-mlp/{release}"
-    again = cli(["materialize", "production", "--to", serving], fast_project, env=env)
-    assert again.returncode == 0 and "already there (4 files)" in again.stdout, again.stderr
-    wrote = cli(["materialize", release, "--to", f"s3://{bucket}/ml/cluster/{release}"],
-                fast_project, env=env)
+    # Materialized beside the releases, where `export kserve` points storageUri by default.
+    wrote = cli(["materialize", "production", "--to", serving], fast_project, env=env)
     assert wrote.returncode == 0, wrote.stderr
     assert "4 of 4 files written" in wrote.stdout
     listed_keys = {o["Key"] for o in s3_server.client().list_objects_v2(
-        Bucket=bucket, Prefix="ml/cluster/")["Contents"]}
-    assert f"ml/cluster/{release}/fraud-mlp/config.pbtxt" in listed_keys
+        Bucket=bucket, Prefix="ml/fraud/serving/")["Contents"]}
+    assert f"ml/fraud/serving/fraud-mlp/{release}/fraud-mlp/config.pbtxt" in listed_keys
+    again = cli(["materialize", release, "--to", serving], fast_project, env=env)
+    assert again.returncode == 0 and "already there (4 files)" in again.stdout, again.stderr
+    # What publish laid out is byte for byte what materialize would write.
+    published = cli(["materialize", second_release, "--to", f"s3://{bucket}/{layout}"],
+                    fast_project, env=env)
+    assert published.returncode == 0 and "already there (4 files)" in published.stdout, \
+        published.stdout + published.stderr
     elsewhere = cli(["materialize", "staging", "--to", f"s3://{bucket}/ml/fraud/releases"],
                     fast_project, env=env)
     assert elsewhere.returncode == 2 and "is not empty" in elsewhere.stderr

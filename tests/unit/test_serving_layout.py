@@ -112,3 +112,4 @@ def test_a_release_whose_layout_was_edited_is_not_promoted(
     pointer = release.store.read("environments/fraud-mlp/production.json")
     assert pointer is None or release.release_id not in json.loads(pointer).get("current", "")
     assert release.store.read(manifest_key("fraud-mlp", release.release_id)) is not None
+
