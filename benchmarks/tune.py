@@ -17,6 +17,7 @@ Settings, chosen so the sweep fits in about a quarter of an hour on 2 shared cor
 
     python benchmarks/tune.py [--configs N]   (N: sweep only the first N configs, to try it)
     python benchmarks/tune.py --repeat-tune 3 [--small-space] [--model-analyzer]
+        [--capacity-budget 30s]
 
 The last line is one JSON object: throughput_ratio (tune's best / the sweep's best),
 time_ratio (tune's wall time / the sweep's), configs_swept, configs_measured_by_tune, and
@@ -67,7 +68,8 @@ verified config tied and tune picked the cheapest (1 instance: batch 16, then ba
 each run's tie held the other's pick, so the picks agreed as ties). Judging
 throughput_ratio needs exact capacities: give the search room (e.g. `capacity: {budget:
 20s, step: 500ms}` in STAGES, at about 15 s more per measured config, the sweep's 32
-included). The numbers below were measured before the baseline and the ties.
+included): `--capacity-budget 30s`. The numbers below were measured before the baseline
+and the ties.
 
 Measured here, 2 cores, quiet machine (load average 0.6 at the start, 2.9 at the end;
 one run of this version, --rounds 5): throughput_ratio 1.299, time_ratio 0.129 (77 s
@@ -112,8 +114,9 @@ stages:
   parity: {data: examples/mlp/samples.npz, atol: 1e-5, rtol: 1e-4}
   failure: {}
   latency: {concurrency: 8, warmup: 1s, duration: 4s}
-  saturation: {max_concurrency: 64, probe_duration: 1s, capacity: {budget: 6s, step: 500ms}}
+  saturation: {max_concurrency: 64, probe_duration: 1s, capacity: {budget: BUDGET, step: 500ms}}
 """
+SHORT_CAPACITY_BUDGET = "6s"
 SPACE = """
 tune:
   instances: [1, 2]
@@ -135,7 +138,7 @@ tune:
 MA_TIMEOUT_S = 900
 
 
-def scratch_project(space: str) -> Path:
+def scratch_project(space: str, capacity_budget: str = SHORT_CAPACITY_BUDGET) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="serve-pipeline-tune-bench-"))
     shutil.copytree(REPO / "examples", folder / "examples",
                     ignore=shutil.ignore_patterns("__pycache__", ".serve-pipeline"))
@@ -143,7 +146,8 @@ def scratch_project(space: str) -> Path:
     example = (REPO / "serve.yaml.example").read_text()
     head, _, tail = example.partition("\nstages:\n")
     _, _, publish = tail.partition("\npublish:\n")
-    (folder / "serve.yaml").write_text(head + "\n" + STAGES + "\npublish:\n" + publish + space)
+    stages = STAGES.replace("BUDGET", capacity_budget)
+    (folder / "serve.yaml").write_text(head + "\n" + stages + "\npublish:\n" + publish + space)
     return folder
 
 
@@ -367,12 +371,15 @@ def main() -> None:
                         help="only run `tune` N times (no sweep) and report picks_agree")
     parser.add_argument("--small-space", action="store_true",
                         help=f"the space {SMALL_SPACE_TEXT} (a quick try, not the result)")
+    parser.add_argument("--capacity-budget", default=SHORT_CAPACITY_BUDGET,
+                        help="the capacity search's budget per measured config (6s: every "
+                        "capacity a lower bound; 30s fits a span hold near the knee)")
     parser.add_argument("--model-analyzer", action="store_true",
                         help="also run Model Analyzer's quick search on the same model")
     parser.add_argument("--model-analyzer-timeout", type=float, default=MA_TIMEOUT_S,
                         help="seconds Model Analyzer may run")
     args = parser.parse_args()
-    project = scratch_project(SMALL_SPACE if args.small_space else SPACE)
+    project = scratch_project(SMALL_SPACE if args.small_space else SPACE, args.capacity_budget)
     if args.repeat_tune:
         try:
             found = repeat(project, args.repeat_tune)
@@ -380,7 +387,8 @@ def main() -> None:
                 found["model_analyzer"] = model_analyzer(project, args.model_analyzer_timeout)
         finally:
             shutil.rmtree(project, ignore_errors=True)
-        print(json.dumps({**found, "space": "small" if args.small_space else "full"}))
+        print(json.dumps({**found, "space": "small" if args.small_space else "full",
+                          "capacity_budget": args.capacity_budget}))
         return
     try:
         started = time.monotonic()

@@ -23,7 +23,7 @@ from pipeline.errors import StoreError, UsageError
 from pipeline.release.manifest import manifest_digest
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.materialize import release_config, release_kind
-from pipeline.release.serving_layout import layout_prefix
+from pipeline.release.serving_layout import layout_prefix, layout_problems
 from pipeline.release.store.base import Store
 from pipeline.servers.deployment import KServeRuntime
 from pipeline.servers.specs import validate_spec
@@ -158,13 +158,24 @@ def inference_service(spec: Spec, runtime_name: str, runtime: KServeRuntime,
 
 
 def default_storage_uri(store: Store, manifest: Manifest) -> str:
-    """Where the docs have `materialize` write a release for a cluster: beside the releases
-    in an S3 store. A local store is not reachable from a cluster: --storage-uri then."""
+    """Where publish (`publish.serving_layout`) or `materialize` writes a release for a
+    cluster: beside the releases in an S3 store. A local store is not reachable from a
+    cluster: --storage-uri then. The layout must be there, and intact where the manifest
+    lists it: KServe's storage initializer would otherwise fail only in the cluster."""
     if not store.url.startswith("s3://"):
         raise UsageError(f"the store {store.url} is not reachable from a cluster: materialize "
                          "the release where it is (`materialize ... --to s3://...`) and give "
                          "that as --storage-uri")
-    return f"{store.url.rstrip('/')}/{layout_prefix(manifest.name, manifest.release_id)}"
+    prefix = layout_prefix(manifest.name, manifest.release_id)
+    uri = f"{store.url.rstrip('/')}/{prefix}"
+    problems = layout_problems(store, manifest)
+    if problems:
+        raise StoreError(f"release {manifest.release_id} at {uri}: {problems[0]}")
+    if not store.list(prefix + "/"):
+        raise UsageError(f"nothing is at {uri}, the default storageUri: publish the release "
+                         f"with publish.serving_layout, or `serve-pipeline materialize "
+                         f"{manifest.release_id} --to {uri}` first, or give --storage-uri")
+    return uri
 
 
 def export_kserve(store: Store, manifest: Manifest, storage_uri: str | None,
@@ -172,6 +183,7 @@ def export_kserve(store: Store, manifest: Manifest, storage_uri: str | None,
     """The ServingRuntime and the InferenceService for `manifest`'s release."""
     if canary_percent is not None and not 0 <= canary_percent <= 100:
         raise UsageError(f"--canary {canary_percent}: a percentage of traffic is 0 to 100")
+    uri = storage_uri or default_storage_uri(store, manifest)
     image = pinned_image(manifest)
     spec = release_spec(store, manifest)
     if not SERVICE_NAME.match(spec.name):
@@ -184,7 +196,6 @@ def export_kserve(store: Store, manifest: Manifest, storage_uri: str | None,
     labels = {"app.kubernetes.io/name": spec.name,
               "app.kubernetes.io/managed-by": "serve-pipeline"}
     name = runtime_name(spec.name, manifest.release_id)
-    uri = storage_uri or default_storage_uri(store, manifest)
     return KServeExport(serving_runtime(name, image, runtime, labels, notes),
                         inference_service(spec, name, runtime, uri, canary_percent, labels,
                                           notes))

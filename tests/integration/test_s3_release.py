@@ -90,6 +90,13 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     listed = json.loads(cli(["releases", "--format", "json"], fast_project, env=env).stdout)
     assert [r["current_in"] for r in listed] == [["production", "staging"], []]
 
+    # `export kserve`'s default storageUri must hold the release: not yet, so refused.
+    empty = cli(["export", "kserve", "production"], fast_project, env=env)
+    assert empty.returncode == 2, empty.stdout + empty.stderr
+    assert empty.stderr.strip() == (
+        f"error: nothing is at {serving}, the default storageUri: publish the release with "
+        f"publish.serving_layout, or `serve-pipeline materialize {release} --to {serving}` "
+        "first, or give --storage-uri"), empty.stderr
     # Materialized beside the releases, where `export kserve` points storageUri by default.
     wrote = cli(["materialize", "production", "--to", serving], fast_project, env=env)
     assert wrote.returncode == 0, wrote.stderr
@@ -99,6 +106,10 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     assert f"ml/fraud/serving/fraud-mlp/{release}/fraud-mlp/config.pbtxt" in listed_keys
     again = cli(["materialize", release, "--to", serving], fast_project, env=env)
     assert again.returncode == 0 and "already there (4 files)" in again.stdout, again.stderr
+    # Now it is there; this release's image was never pushed, which is refused next.
+    unpinned = cli(["export", "kserve", "production"], fast_project, env=env)
+    assert unpinned.returncode == 2 and "not pinned by digest" in unpinned.stderr, \
+        unpinned.stderr
     # What publish laid out is byte for byte what materialize would write.
     published = cli(["materialize", second_release, "--to", f"s3://{bucket}/{layout}"],
                     fast_project, env=env)

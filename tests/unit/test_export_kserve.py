@@ -14,6 +14,7 @@ from pipeline.cli.app import main
 from pipeline.errors import UsageError
 from pipeline.export.kserve import export_kserve
 from pipeline.release.manifest import manifest_digest
+from pipeline.release.materialize import materialize
 from pipeline.release.store.local import LocalStore
 from tests.support.example_releases import PINNED_IMAGE, UNPUSHED_IMAGE
 from tests.support.kserve_exports import (
@@ -115,6 +116,12 @@ def test_the_storage_uri_defaults_beside_the_releases_of_an_s3_store(project: Pa
         export_kserve(example.store, example.manifest, None, None)
     # The same store as a bucket would name it (only the URL differs).
     in_s3 = LocalStore(example.store.root, "s3://models/ml/")
+    with pytest.raises(UsageError, match=r"^nothing is at s3://models/ml/serving/fraud-mlp/"
+                                         rf"{example.release_id}, the default storageUri"):
+        export_kserve(in_s3, example.manifest, None, None)
+    materialize(example.store, example.manifest,
+                str(example.store.root / "serving" / "fraud-mlp" / example.release_id),
+                project)
     _, service = export_kserve(in_s3, example.manifest, None, None).documents()
     assert service["spec"]["predictor"]["model"]["storageUri"] == \
         f"s3://models/ml/serving/fraud-mlp/{example.release_id}"
