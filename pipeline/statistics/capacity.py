@@ -504,7 +504,7 @@ def _next_rate(search: CapacitySearch, rate: float, settings: SearchSettings) ->
     if best is None:
         return min(rate, top.rate_rps) * settings.down
     if top.rate_rps <= best.rate_rps * (1 + settings.resolution):
-        search.stop_reason = (f"bracketed within {settings.resolution:.0%}: "
+        search.stop_reason = (f"short steps bracketed within {settings.resolution:.0%}: "
                               f"{best.rate_rps:.0f}–{top.rate_rps:.0f}/s")
         return None
     return (best.rate_rps + top.rate_rps) / 2
@@ -557,13 +557,19 @@ def _confirm(run: _Runner) -> str:
     if best.hold:
         return f"{best.rate_rps:,.0f}/s held for {best.duration_s:.3g}s"
     rate, misses = best.rate_rps, 0
+    missed: list[str] = []
     while not search.stuck:
+        # The rates whose holds missed are named, so that a figure under the short steps'
+        # bracket reads as what it is: the highest rate a hold passed.
+        before = f"holds at {', '.join(missed)} missed; " if missed else ""
         if not run.fits(settings.longest(settings.hold_first(rate))):
             search.capped_by = search.capped_by or "the time budget"
-            return f"no time left in the budget to hold {rate:.0f}/s"
+            return f"{before}no time left in the budget to hold {rate:.0f}/s"
         outcome = run.hold(rate)
         if outcome.passed:
-            return f"confirmed by a {outcome.duration_s:.3g}s hold"
+            held_rate = f"{rate:.0f}/s " if missed else ""
+            return f"{before}{held_rate}confirmed by a {outcome.duration_s:.3g}s hold"
+        missed.append(f"{rate:.0f}/s")
         # Lower by twice the resolution (the short steps overestimate by more than it:
         # they are too short to see a busy machine's episodes), or to a rate a step
         # passed just below that:
@@ -579,7 +585,8 @@ def _confirm(run: _Runner) -> str:
         rate = max(passed_below, default=lower)
         if rate <= floor:
             search.capped_by = search.capped_by or f"a missed hold at {outcome.rate_rps:,.0f}/s"
-            return f"holds above {floor:,.0f}/s missed; that rate stays held"
+            return (f"holds above {floor:,.0f}/s missed ({', '.join(missed)}); that rate "
+                    "stays held")
     return "not confirmed"
 
 

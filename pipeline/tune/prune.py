@@ -19,12 +19,18 @@ Decisions:
 - After verifying, the predictions are scaled by measured/predicted of the verified ones
   (calibration); an unverified family whose calibrated prediction beats the best measured
   throughput is verified next while the budget lasts (at most 2 x verify in all).
+- When the pick is a tie, which configs happened to be verified would decide it: so the
+  family leaders with fewer instances than the pick whose calibrated prediction, with
+  the model's margin, reaches the low end of the best's interval are verified too, up
+  to `verify` more, whatever the margin pruned them as (`could_tie`). Reruns then find
+  a pick with the fewest instances in the tie, whatever order the exploration ranked
+  them (among as many instances, measured memory decides, as `decide` says).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from pipeline.tune.model import Prediction, largest_batch
@@ -38,6 +44,7 @@ SAME_THROUGHPUT = 0.02
 class Shortlist:
     ranked: list[Prediction]           # candidates, best predicted first
     pruned: dict[Config, str]          # every other config with its reason
+    leaders: list[Prediction]          # each family's best, the margin's prune included
 
 
 def measured_margin(pairs: Sequence[tuple[float, float]]) -> float:
@@ -79,6 +86,7 @@ def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
                     f"same family as {leader.config.label}, predicted "
                     f"{member.throughput_rps:,.0f}/s vs {leader.throughput_rps:,.0f}/s")
     leaders.sort(key=lambda p: (-p.throughput_rps, p.config))
+    every_leader = list(leaders)
     if leaders:
         floor = leaders[0].throughput_rps * (1 - margin)
         for leader in leaders[max(keep, 1):]:
@@ -88,7 +96,33 @@ def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
                     f"{leaders[0].throughput_rps:,.0f}/s beyond the model's ±"
                     f"{margin:.0%}")
         leaders = [p for p in leaders if p.config not in pruned]
-    return Shortlist(leaders, pruned)
+    return Shortlist(leaders, pruned, every_leader)
+
+
+def cheaper(config: Config, than: Config) -> bool:
+    """Surely costs less to run, before measuring: fewer instances. (Among as many
+    instances the tie goes to the less memory, which only a measurement tells.)"""
+    return config.instances < than.instances
+
+
+def could_tie(prediction: Prediction, low_rps: float, calibration: float,
+              margin: float) -> bool:
+    """Whether the config may measure at or above `low_rps` (the low end of the pick's
+    capacity interval), given the calibrated prediction and the model's error."""
+    return prediction.throughput_rps * calibration * (1 + margin) >= low_rps
+
+
+def tie_contender(leaders: Sequence[Prediction], measured: Collection[Config], pick: Config,
+                  best_low_rps: float, calibration: float,
+                  margin: float) -> Prediction | None:
+    """The next config to verify so that a tie's cheapest member is found: of the family
+    leaders not yet measured, cheaper than the pick and able to reach the best's interval
+    (`could_tie`), the fewest instances, then the highest prediction."""
+    options = [p for p in leaders
+               if p.config not in measured and cheaper(p.config, pick)
+               and could_tie(p, best_low_rps, calibration, margin)]
+    return min(options, key=lambda p: (p.config.instances, -p.throughput_rps, p.config),
+               default=None)
 
 
 def closest_when_none_fit(predictions: Sequence[Prediction]) -> Prediction | None:

@@ -34,6 +34,7 @@ from pipeline.tune.prune import (
     closest_when_none_fit,
     measured_margin,
     shortlist,
+    tie_contender,
 )
 from pipeline.tune.space import Config, build_space, current_config
 
@@ -63,6 +64,8 @@ class TuneOutcome:
     observations: list[Observation] = field(default_factory=list)
     fits: list[InstanceFit] = field(default_factory=list)
     predictions: list[Prediction] = field(default_factory=list)
+    # Each family's best prediction (`prune.shortlist`): where a tie's cheaper members are.
+    leaders: list[Prediction] = field(default_factory=list)
     pruned: dict[Config, str] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
     exploration_failures: dict[str, str] = field(default_factory=dict)
@@ -196,6 +199,7 @@ def _prune(outcome: TuneOutcome, settings: TuneSettings) -> None:
     chosen = shortlist(outcome.predictions, settings.max_memory_mb, settings.max_gpu_memory_mb,
                        keep=settings.verify, margin=outcome.model_margin)
     outcome.pruned.update(chosen.pruned)
+    outcome.leaders = chosen.leaders
     if outcome.baseline is not None:
         outcome.pruned.pop(outcome.baseline.config, None)
 
@@ -233,8 +237,46 @@ def _verify_best(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutco
         outcome.candidates.append(candidate)
         estimate = max(estimate * 0.5, candidate.duration_s)
         _calibrate(outcome)
+    settled = _settle_tie(session, loaded, outcome, settings, budget, estimate, run_dir, env,
+                          report, progress)
     for prediction in queue:
-        outcome.pruned.setdefault(prediction.config, _not_verified_reason(prediction, outcome))
+        if prediction.config not in settled:
+            outcome.pruned.setdefault(prediction.config,
+                                      _not_verified_reason(prediction, outcome))
+
+
+def _settle_tie(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcome,
+                settings: TuneSettings, budget: Budget, estimate: float, run_dir: Path,
+                env: Mapping[str, str], report: Report, progress: Progress) -> set[Config]:
+    """Verify the cheapest configs that could join the best's tie (`prune.could_tie`),
+    cheapest first, until none is left, `verify` more were measured or the budget is
+    spent: a
+    tie's pick is then the cheapest config in it, not the cheapest of those the ranking
+    happened to reach. Returns the configs verified here."""
+    verified: set[Config] = set()
+    while len(verified) < settings.verify:
+        decision = outcome.decision
+        pick, best = decision.pick, decision.best
+        if pick is None or best is None or best.capacity is None:
+            break
+        choice = tie_contender(outcome.leaders, {c.config for c in outcome.measured},
+                               pick.config, best.capacity.low_rps, outcome.calibration,
+                               outcome.model_margin)
+        if choice is None:
+            break
+        if budget.left() < estimate:
+            outcome.budget_exhausted = True
+            break
+        outcome.pruned.pop(choice.config, None)
+        report(f"the best, {best.config.label}, may tie with cheaper configs: "
+               f"checking {choice.config.label}")
+        candidate = _verify_one(session, loaded, choice.config, choice, outcome, settings,
+                                run_dir, env, report, progress)
+        outcome.candidates.append(candidate)
+        verified.add(choice.config)
+        estimate = max(estimate * 0.5, candidate.duration_s)
+        _calibrate(outcome)
+    return verified
 
 
 def _verify_baseline(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcome,

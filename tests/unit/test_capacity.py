@@ -154,6 +154,12 @@ def test_a_missed_hold_drops_the_rate_by_twice_the_resolution() -> None:
     assert search.confirmed is holds[-1] and search.confirmed.rate_rps <= 900.0
     low, high = search.interval_rps or (0.0, None)
     assert low == search.confirmed.rate_rps and high == holds[-2].rate_rps
+    # The figure is under the short steps' bracket: the reason names the holds that missed
+    # and the rate that held, not only the bracket.
+    missed = ", ".join(f"{step.rate_rps:.0f}/s" for step in holds[:2])
+    assert "short steps bracketed within 5%" in search.stop_reason
+    assert (f"holds at {missed} missed; {holds[-1].rate_rps:.0f}/s confirmed by a"
+            in search.stop_reason)
 
 
 def test_a_missed_hold_falls_back_to_a_lower_rate_a_step_passed() -> None:

@@ -10,6 +10,8 @@ from pipeline.statistics.capacity_figure import CapacityFigure
 from pipeline.tune.adapters import CandidateRecord
 from pipeline.tune.candidate import Candidate
 from pipeline.tune.decide import decide
+from pipeline.tune.model import Prediction
+from pipeline.tune.prune import tie_contender
 from pipeline.tune.space import Config, build_space, current_config
 
 
@@ -101,3 +103,34 @@ def test_the_record_holds_the_baseline_the_tie_and_each_capacity(project: Path) 
     assert rows[0][0] == outside.config.label + " (baseline)"
     assert rows[0][1] == "1,250/s [1,250–1,380/s]"
     assert [row[-1] for row in rows] == ["tied with the best", "tied with the best", "winner"]
+
+
+def _predicted(instances: int, batch: int, rps: float) -> Prediction:
+    return Prediction(Config("cpu", instances, batch, 1000), rps, rps, 10.0, None, True)
+
+
+def test_a_tie_is_settled_by_its_cheapest_member_whatever_was_verified_first() -> None:
+    """The ranking verified only two-instance configs, all lower bounds tied with each
+    other; the one-instance leaders that could reach the best's low end are checked next,
+    the highest prediction first, even one the margin pruned."""
+    best = candidate(2, 560.0, None, batch=64)
+    tied = candidate(2, 560.0, None, batch=32)
+    leaders = [_predicted(2, 64, 2000.0), _predicted(2, 32, 1900.0),
+               _predicted(1, 32, 900.0), _predicted(1, 64, 950.0), _predicted(1, 1, 200.0),
+               _predicted(2, 8, 700.0)]
+    pick = decide([best, tied], None).pick
+    assert pick is tied
+    measured = {best.config, tied.config}
+    first = tie_contender(leaders, measured, tied.config, 560.0, 1.0, 0.3)
+    assert first is not None and first.config == Config("cpu", 1, 64, 1000)
+    # 200/s x 1.3 cannot reach 560/s: never checked; nor is a two-instance config, which
+    # is no cheaper than the pick. With a calibration of 0.4 no one-instance leader
+    # reaches it either (950 x 0.4 x 1.3 = 494/s).
+    assert tie_contender(leaders, measured | {first.config, Config("cpu", 1, 32, 1000)},
+                         tied.config, 560.0, 1.0, 0.3) is None
+    assert tie_contender(leaders, measured, tied.config, 560.0, 0.4, 0.3) is None
+    # Once a one-instance config is measured and ties, it is the pick, and nothing with
+    # as many instances is checked for it: measured memory decides among those.
+    one = candidate(1, 560.0, None, batch=64)
+    assert decide([best, tied, one], None).pick is one
+    assert tie_contender(leaders, measured | {one.config}, one.config, 560.0, 1.0, 0.3) is None
