@@ -28,13 +28,14 @@ from stages import (
     publish,
     readiness,
     regression,
+    replay,
     saturation,
     start,
 )
 
 # The stages in run order; each module satisfies `Stage` (mypy checks it here).
-STAGES: Final[tuple[Stage, ...]] = (build, start, readiness, parity, latency, saturation,
-                                    regression, publish)
+STAGES: Final[tuple[Stage, ...]] = (build, start, readiness, parity, latency, replay,
+                                    saturation, regression, publish)
 
 
 class Observer(Protocol):
@@ -82,7 +83,7 @@ class _Interrupted(Exception):
         self.result = result
 
 
-SELECTABLE = ("readiness", "parity", "latency", "saturation")
+SELECTABLE = ("readiness", "parity", "latency", "replay", "saturation")
 
 
 def stages_to_run(selected: frozenset[str] | None, attached: bool,

@@ -13,7 +13,7 @@ from pipeline.measure.distributed.run import LoadCluster, LoadWorkerLost
 from pipeline.measure.distributed.shard import resolve_workers
 from pipeline.measure.sender import LoadSender, Shards
 
-DISTRIBUTED_STAGES = ("latency", "saturation")
+DISTRIBUTED_STAGES = ("latency", "replay", "saturation")
 
 
 def sender_for(ctx: RunContext, stage: str) -> LoadSender:
@@ -30,9 +30,8 @@ def sender_for(ctx: RunContext, stage: str) -> LoadSender:
 
 def workers_for(ctx: RunContext, stage: str) -> int:
     """How many processes send `stage`'s load (1 for a stage without the setting)."""
-    if stage not in DISTRIBUTED_STAGES:
-        return 1
-    return resolve_workers(getattr(ctx.loaded.spec.stages, stage).workers)
+    settings = getattr(ctx.loaded.spec.stages, stage) if stage in DISTRIBUTED_STAGES else None
+    return 1 if settings is None else resolve_workers(settings.workers)
 
 
 def _cluster(ctx: RunContext, stage: str, workers: int) -> LoadCluster:

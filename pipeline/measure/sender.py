@@ -32,7 +32,8 @@ class LoadWorkers(Protocol):
                     timeout_s: float, label: str, max_in_flight: int = ...,
                     arrivals: str = ..., seed: int = ..., should_stop: Callable[[], bool] = ...,
                     tick: Tick = ..., hard_end: HardEnd | None = ...,
-                    starve_s: dict[int, float] | None = ...) -> OpenLoopResult: ...
+                    starve_s: dict[int, float] | None = ...,
+                    plan: list[tuple[float, str]] | None = ...) -> OpenLoopResult: ...
 
 
 @dataclass(frozen=True)

@@ -82,9 +82,11 @@ class ClosedWindows(Generic[LookT]):
 def open_window(sender: LoadSender, server: ModelServer, target: Target,
                 phases: Sequence[Phase], label: str, arrivals: str,
                 timeout_s: float | None = None, hard_end: HardEnd | None = None,
-                max_in_flight: int = 2048) -> OpenLoopResult:
+                max_in_flight: int = 2048,
+                plan: list[tuple[float, str]] | None = None) -> OpenLoopResult:
     """One open-loop window; requests time out after `timeout_s` (default: the sender's),
-    and the window ends by `hard_end` (see HardEnd)."""
+    and the window ends by `hard_end` (see HardEnd). `plan`: the send offsets and their
+    phase, given instead of the phases' schedule (a replay)."""
     timeout = timeout_s if timeout_s is not None else sender.timeout_s
     total = sum(phase.duration_s for phase in phases)
 
@@ -97,10 +99,11 @@ def open_window(sender: LoadSender, server: ModelServer, target: Target,
             return shards.cluster.open_window(shards.workers, shards.row, target, phases,
                                               timeout, label, max_in_flight, arrivals,
                                               should_stop=lambda: not server.alive(),
-                                              tick=tick, hard_end=hard_end)
+                                              tick=tick, hard_end=hard_end, plan=plan)
         return asyncio.run(run_open_loop(target, phases, timeout, arrivals=arrivals,
                                          should_stop=lambda: not server.alive(), tick=tick,
-                                         hard_end=hard_end, max_in_flight=max_in_flight))
+                                         hard_end=hard_end, max_in_flight=max_in_flight,
+                                         plan=plan))
     except LoadAborted:
         raise ServerError(f"during {label}: {server.describe_death()}") from None
 

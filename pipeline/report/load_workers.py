@@ -8,7 +8,7 @@ from typing import Any
 from pipeline.record import RunRecord
 from pipeline.stage_result import finite
 
-STAGES = ("latency", "saturation")
+STAGES = ("latency", "replay", "saturation")
 
 
 @dataclass(frozen=True)

@@ -121,14 +121,20 @@ def _jsonl_items(path: Path, shown: str, inputs: Sequence[TensorSpec]
             record = json.loads(line)
         except ValueError as exc:
             raise RequestDataError(f"{at}: not a JSON line: {exc}") from None
-        if not isinstance(record, dict):
-            raise RequestDataError(f"{at}: expected an object of the inputs by name")
-        unknown = sorted(set(record) - {tensor.name for tensor in inputs})
-        if unknown:
-            raise RequestDataError(f"{at}: '{unknown[0]}' is not an input of the model")
-        items.append({tensor.name: _json_tensor(record, tensor, at) for tensor in inputs})
+        items.append(json_item(record, inputs, at))
         where.append(at)
     return items, where
+
+
+def json_item(record: Any, inputs: Sequence[TensorSpec], at: str) -> Items:
+    """One item from a JSON object of the inputs by name (each a nested list of the item's
+    shape); RequestDataError naming `at` (file:line)."""
+    if not isinstance(record, dict):
+        raise RequestDataError(f"{at}: expected an object of the inputs by name")
+    unknown = sorted(set(record) - {tensor.name for tensor in inputs})
+    if unknown:
+        raise RequestDataError(f"{at}: '{unknown[0]}' is not an input of the model")
+    return {tensor.name: _json_tensor(record, tensor, at) for tensor in inputs}
 
 
 def _json_tensor(record: dict[str, Any], tensor: TensorSpec, at: str) -> npt.NDArray[Any]:
@@ -198,11 +204,11 @@ def _requests(items: list[Items], where: list[str], shown: str, inputs: Sequence
                 f"{where[start]} to {where[start + batch_size - 1].rpartition(':')[2]}: "
                 f"items of one request (batch_size {batch_size}) differ in size")
         requests.append({t.name: np.stack([item[t.name] for item in group]) for t in inputs})
-        sizes.append(_size_of(inputs, group[0]))
+        sizes.append(size_of(inputs, group[0]))
     return RequestData(requests, sizes)
 
 
-def _size_of(inputs: Sequence[TensorSpec], item: Items) -> str | None:
+def size_of(inputs: Sequence[TensorSpec], item: Items) -> str | None:
     """The sizes of the item's variable dimensions ("32", or "32x7" where they differ)."""
     found: list[int] = []
     for tensor in inputs:

@@ -12,6 +12,7 @@ from pipeline.spec.kind_specs import KindSpec, KindSpecs
 from pipeline.spec.models import Spec
 from pipeline.spec.positions import KeyPath, Mark, PositionedDocument, format_path
 from pipeline.spec.problems import Problem, Rule
+from pipeline.spec.replay_log import read_replay_log
 from pipeline.spec.request_data import RequestDataError, read_request_data
 
 
@@ -34,7 +35,7 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path,
     rules = (input_files_exist, docker_has_a_base_image, *kind.settings_rules,
              port_names_known(kind), *sections, onnx_model_is_onnx, *kind.load_rules,
              load_batch_fits, regression_metrics_known, request_data_matches,
-             mixes_go_over_http)
+             replay_log_matches, mixes_go_over_http)
     for rule in rules:
         problems += rule(spec, document, workspace)
     return _issues(document, problems)
@@ -77,6 +78,10 @@ def inputs_outside_project(spec: Spec, workspace: Path) -> Iterator[Problem]:
         (("stages", "parity", "data"), spec.stages.parity.data),
         (("stages", "latency", "data"), spec.stages.latency.data),
         (("stages", "saturation", "data"), spec.stages.saturation.data)]
+    replay = spec.stages.replay
+    if replay is not None:
+        inputs += [(("stages", "replay", "log"), replay.log),
+                   (("stages", "replay", "data"), replay.data)]
     for key, relative in inputs:
         if relative is not None and not inside(workspace / relative, root):
             yield (key, f"{relative} resolves to {(workspace / relative).resolve()}, outside the "
@@ -188,14 +193,50 @@ def request_data_matches(spec: Spec, _: PositionedDocument, workspace: Path
             yield key, str(error)
 
 
+def replay_log_matches(spec: Spec, _: PositionedDocument, workspace: Path
+                       ) -> Iterator[Problem]:
+    """The replay's log holds requests the model takes, in arrival order, no longer than
+    max_duration at its speed; its data file (where it names one) as a stage's data file."""
+    replay = spec.stages.replay
+    if replay is None:
+        return
+    if replay.data is not None:
+        path = workspace / replay.data
+        if not path.is_file():
+            yield ("stages", "replay", "data"), f"data file not found: {path}"
+        else:
+            try:
+                read_request_data(path, replay.data, spec.model.inputs,
+                                  spec.stages.latency.batch_size)
+            except RequestDataError as error:
+                yield ("stages", "replay", "data"), str(error)
+    key = ("stages", "replay", "log")
+    path = workspace / replay.log
+    if not path.is_file():
+        yield key, f"replay log not found: {path}"
+        return
+    try:
+        log = read_replay_log(path, replay.log, spec.model.inputs)
+    except RequestDataError as error:
+        yield key, str(error)
+        return
+    seconds = log.duration_s / replay.speed.factor
+    if seconds > replay.max_duration.seconds:
+        yield key, (f"{replay.log} spans {log.duration_s:.1f}s, {seconds:.1f}s at "
+                    f"{replay.speed}: longer than stages.replay.max_duration "
+                    f"{replay.max_duration}")
+
+
 def mixes_go_over_http(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
     """Requests of several sizes or from a file go over HTTP (one connection pool sends
     them in turn); gRPC load sends one request."""
     stages = spec.stages
+    replay = stages.replay
     mixed = spec.model.sizes is not None or stages.latency.data is not None \
-        or stages.saturation.data is not None
+        or stages.saturation.data is not None or replay is not None
     if mixed and stages.latency.protocol == "grpc":
-        why = "model.sizes" if spec.model.sizes is not None else "a data file"
+        why = "model.sizes" if spec.model.sizes is not None else \
+            "a replay log" if replay is not None else "a data file"
         yield (("stages", "latency", "protocol"), f"load with {why} is sent over http; grpc "
                "sends a single request")
 

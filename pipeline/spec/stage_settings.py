@@ -18,6 +18,8 @@ from pipeline.spec.units import (
     PercentageField,
     RateField,
     SizeField,
+    Speed,
+    SpeedField,
 )
 
 # What the side-by-side regression verdict can watch (pipeline/regression/paired.py).
@@ -265,6 +267,34 @@ class RegressionStage(StrictModel):
         "Side by side: the cap; still undecided then, the verdict is inconclusive."))
 
 
+class ReplayStage(StrictModel):
+    log: str = Field(description=(
+        "A request log to replay, relative to the spec: JSON lines, one request a line in "
+        "arrival order, {\"t\": <seconds, or an ISO 8601 time with zone>, \"inputs\": "
+        "{<input>: <nested list of one item>}}; inputs may be left out of every line, then "
+        "the payloads are `data`'s. Checked at validate against model.inputs (names, "
+        "dtypes, declared dims, t never decreasing), naming file:line."))
+    speed: SpeedField = Field(default=Speed(1.0, "1.0x"), description=(
+        "How much faster than logged: each request is sent at its t minus the first t, "
+        "divided by the speed, from the replay's start (open loop)."))
+    warmup: DurationField = Field(default=Duration(1_000_000_000, "1s"), description=(
+        "Traffic sent and discarded before the replay (closed loop at the latency stage's "
+        "concurrency, the replay's payloads), so that a cold server or client is not "
+        "judged; 0s for none."))
+    data: str | None = Field(default=None, description=(
+        "Where the log has no inputs: the data file whose requests are sent, in file "
+        "order, one per logged request (from the first again after the last); as "
+        "stages.latency.data, which it defaults to. Neither: the latency stage's inputs."))
+    workers: LoadWorkers = Field(default=1, description=(
+        "Load worker processes sending the replay (auto: one per spare core); more than 1 "
+        "runs them on Ray, as stages.latency.workers. The logged requests are interleaved "
+        "over the workers, each sent at its own logged instant."))
+    max_duration: DurationField = Field(default=Duration(600_000_000_000, "10min"),
+                                        description=(
+        "The longest replay the spec allows (the log's span divided by the speed); a "
+        "longer one is a spec error at validate."))
+
+
 LoadStage = Literal["latency", "saturation"]
 
 
@@ -279,6 +309,9 @@ class StagesSpec(StrictModel):
                                   description="Fixed-concurrency latency window.")
     saturation: SaturationStage = Field(default_factory=SaturationStage,
                                         description="Knee search and burst.")
+    replay: ReplayStage | None = Field(default=None, description=(
+        "Replay a request log: its arrival times and payloads, judged by the SLO (gates "
+        "replay.p99, replay.p95, replay.p50, replay.error_rate). Unset: no replay stage."))
     regression: RegressionStage = Field(default_factory=RegressionStage, description=(
         "Comparison with the release live in the target environment (in publish)."))
 

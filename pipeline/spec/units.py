@@ -202,3 +202,40 @@ def parse_size(value: Any) -> ByteSize:
 
 SizeField = Annotated[ByteSize, BeforeValidator(parse_size), _AS_TEXT, _text_schema(
     SIZE_PATTERN, "A size with a binary unit: B, KiB, MiB, GiB (e.g. 64MiB).")]
+
+
+@dataclass(frozen=True)
+class Speed:
+    """How much faster than logged a replay runs ("2x": the log's gaps halved)."""
+
+    factor: float
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text or f"{self.factor:g}x"
+
+
+SPEED_PATTERN = r"^\s*\d+(\.\d+)?\s*x\s*$"
+_SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*x\s*$")
+
+
+def parse_speed(value: Any) -> Speed:
+    """"2x", "0.5x" or a bare positive number."""
+    if isinstance(value, Speed):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        factor, text = float(value), f"{value:g}x"
+    else:
+        match = _SPEED_RE.match(value) if isinstance(value, str) else None
+        if match is None:
+            raise PydanticCustomError("speed", "expected a speed such as 1.0x or 2x, got "
+                                      "{value!r}", {"value": value})
+        factor, text = float(match.group(1)), str(value).strip()
+    if not 0.001 <= factor <= 1000:
+        raise PydanticCustomError("speed", "{value!r}: a speed must be in 0.001x..1000x",
+                                  {"value": value})
+    return Speed(factor, text)
+
+
+SpeedField = Annotated[Speed, BeforeValidator(parse_speed), _AS_TEXT, _text_schema(
+    SPEED_PATTERN, "How much faster than logged (e.g. 1.0x, 2x).")]

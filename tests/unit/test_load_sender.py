@@ -64,7 +64,8 @@ class FakeWorkers:
                     arrivals: str = "constant", seed: int = 0,
                     should_stop: Callable[[], bool] = lambda: False, tick: Tick = no_tick,
                     hard_end: HardEnd | None = None,
-                    starve_s: dict[int, float] | None = None) -> OpenLoopResult:
+                    starve_s: dict[int, float] | None = None,
+                    plan: list[tuple[float, str]] | None = None) -> OpenLoopResult:
         self.calls.append(("open", workers, stage, timeout_s, label, max_in_flight))
         raise AssertionError("not measured here")
 

@@ -114,6 +114,7 @@ def merge_open_loop(reports: list[WorkerOpenLoop]) -> tuple[OpenLoopResult, list
         lingered_s=max(report.lingered_s for report in reports),
         unsettled=sum(report.unsettled for report in reports),
         workers=rows,
+        lag=lag,
     )
     return merged, rows
 

@@ -26,12 +26,13 @@ from pipeline.measure.distributed.merge import (
     merge_closed_loop,
     merge_open_loop,
 )
-from pipeline.measure.distributed.shard import interleave, split_concurrency
+from pipeline.measure.distributed.shard import interleave, interleave_mix, split_concurrency
 from pipeline.measure.distributed.worker import ClosedLoopJob, LoadWorker, OpenLoopJob
 from pipeline.measure.load_result import LoadResult
 from pipeline.measure.open_loop import HardEnd, OpenLoopResult, Phase, schedule
 from pipeline.measure.supervise import LoadAborted, Tick, no_tick
 from pipeline.measure.wire.transport import Target
+from pipeline.request_types import RequestMix
 
 # Workers start their schedule this long after the coordinator hands it out: enough for
 # every worker to receive its share before its first request is due.
@@ -91,16 +92,24 @@ class LoadCluster:
                     arrivals: str = "constant",
                     seed: int = 0, should_stop: Callable[[], bool] = lambda: False,
                     tick: Tick = no_tick, hard_end: HardEnd | None = None,
-                    starve_s: dict[int, float] | None = None) -> OpenLoopResult:
-        """One open-loop window: the schedule interleaved over the workers, one start."""
+                    starve_s: dict[int, float] | None = None,
+                    plan: list[tuple[float, str]] | None = None) -> OpenLoopResult:
+        """One open-loop window: the schedule (the phases', or `plan`) interleaved over the
+        workers, one start. With a `plan`, a mix is split with it: entry i of the plan
+        sends what the i-th send of the mix would from one process (a replay's payloads)."""
         actors = self._workers(workers)
-        shares = interleave(schedule(phases, arrivals, seed), len(actors))
+        whole = schedule(phases, arrivals, seed) if plan is None else plan
+        shares = interleave(whole, len(actors))
+        targets: list[Target] = [target] * len(actors)
+        if plan is not None and isinstance(target, RequestMix):
+            targets = list(interleave_mix(target, len(whole), len(actors)))
         per_worker_cap = max(1, -(-max_in_flight // len(actors)))
         start_wall = time.time() + START_LEAD_S
         refs = [actor.open_loop.remote(OpenLoopJob(
-            target, list(phases), share, start_wall, timeout_s, per_worker_cap, hard_end,
+            own_target, list(phases), share, start_wall, timeout_s, per_worker_cap, hard_end,
             (starve_s or {}).get(index, 0.0)))
-            for index, (actor, share) in enumerate(zip(actors, shares, strict=True))]
+            for index, (actor, share, own_target) in enumerate(zip(actors, shares, targets,
+                                                                   strict=True))]
         length = hard_end.after_s + hard_end.linger_s if hard_end else \
             sum(phase.duration_s for phase in phases) + timeout_s + 1.0
         reports: list[WorkerOpenLoop] = self._collect(refs, START_LEAD_S + length, label,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Literal
 
+from pipeline.request_types import RequestMix
+
 WorkersSetting = int | Literal["auto"]
 
 
@@ -14,6 +16,23 @@ def interleave(plan: list[tuple[float, str]], workers: int) -> list[list[tuple[f
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     return [plan[index::workers] for index in range(workers)]
+
+
+def interleave_mix(mix: RequestMix, requests: int, workers: int) -> list[RequestMix]:
+    """A mix sent one request per entry of an interleaved plan of `requests` entries:
+    worker k's mix sends, in turn, what entries k, k + N, ... would have sent from one
+    process (the mix's order from its start), and holds only those requests."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    shares = []
+    for worker in range(workers):
+        wanted = [mix.order[entry % len(mix.order)] for entry in range(worker, requests, workers)]
+        kept = sorted(set(wanted)) or [mix.order[0]]
+        position = {index: place for place, index in enumerate(kept)}
+        shares.append(RequestMix(tuple(mix.requests[index] for index in kept),
+                                 tuple(mix.sizes[index] for index in kept),
+                                 tuple(position[index] for index in wanted) or (0,)))
+    return shares
 
 
 def split_concurrency(concurrency: int, workers: int) -> list[int]:

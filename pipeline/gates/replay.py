@@ -1,0 +1,52 @@
+"""The replay stage's gates: the SLO's percentiles and error rate, decided as the latency
+stage decides them (pipeline.gates.percentile_verdict on the replay's time buckets as
+windows, the exact binomial bound), once, over the whole log."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pipeline.gates.error_rate import error_rate_gate
+from pipeline.gates.evidence import window_blocks
+from pipeline.gates.latency import percentile_thresholds
+from pipeline.gates.percentile_verdict import Evidence, PercentileVerdict, judge_percentile
+from pipeline.gates.samples import HistogramSample
+from pipeline.measure.load_result import LoadResult
+from pipeline.spec.models import Spec
+from pipeline.stage_result import Gate
+
+PREFIX = "replay"
+LONGER_LOG = "a longer log (or a lower speed over the same one)"
+
+
+def replay_verdicts(spec: Spec, buckets: list[LoadResult], pooled: LoadResult,
+                    alpha: float) -> list[PercentileVerdict]:
+    """Each percentile the SLO sets, over every request of the replay, its bound one-sided
+    at level alpha; the buckets are the blocks its design effect is estimated from."""
+    blocks = tuple(window_blocks(bucket) for bucket in buckets)
+    sample = HistogramSample(pooled.histogram)
+    return [judge_percentile(Evidence(sample, blocks,
+                                      tuple(b.percentile_ms(percentile) for b in buckets)),
+                             percentile, threshold, alpha)
+            for percentile, threshold in percentile_thresholds(spec)]
+
+
+def replay_gates(spec: Spec, verdicts: list[PercentileVerdict], pooled: LoadResult,
+                 alpha: float) -> list[Gate]:
+    """replay.p99 (and p95, p50 where the SLO sets them) and replay.error_rate."""
+    thresholds = dict(percentile_thresholds(spec))
+    gates = []
+    for verdict in verdicts:
+        reason = verdict.reason
+        if verdict.outcome == "inconclusive":
+            reason += ("; the percentile sits at the threshold: no practical length decides"
+                       if verdict.more_requests is None else
+                       f"; about {verdict.more_requests} more requests would decide "
+                       f"({LONGER_LOG})")
+        gates.append(Gate.decided(f"{PREFIX}.p{verdict.percentile:g}", verdict.observed_ms,
+                                  thresholds[verdict.percentile], verdict.outcome, "<=", "ms",
+                                  (verdict.low_ms, verdict.high_ms), verdict.samples, reason))
+    errors = error_rate_gate(pooled.error_count, pooled.requests, spec.slo.error_rate.fraction,
+                             alpha, LONGER_LOG)
+    gates.append(replace(errors, name=f"{PREFIX}.error_rate"))
+    return gates

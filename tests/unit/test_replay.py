@@ -1,0 +1,209 @@
+"""The replay stage's pieces that start nothing: the log held to the declared inputs with
+file:line errors (at validate too), the schedule the log's times make at a speed, the mix
+of payloads (the log's or a data file's) and how it is split over load workers, the gates'
+names, and a spec without `stages.replay` costing nothing."""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.context import RunContext
+from pipeline.errors import SpecError
+from pipeline.gates.replay import replay_gates, replay_verdicts
+from pipeline.measure.distributed.shard import interleave, interleave_mix
+from pipeline.measure.load_result import LoadResult
+from pipeline.measure.replay import replay_schedule
+from pipeline.request_types import HttpRequest, RequestMix
+from pipeline.servers.specs import load_spec
+from pipeline.spec.models import TensorSpec
+from pipeline.spec.replay_log import read_replay_log
+from pipeline.spec.request_data import RequestDataError
+from pipeline.stage_result import Status
+from stages import replay
+
+SEQUENCE = TensorSpec(name="sequence", dtype="float32", shape=[-1, 2])
+FLAGS = TensorSpec(name="flags", dtype="int64", shape=[3])
+INPUTS = [SEQUENCE, FLAGS]
+EXAMPLE_LOG = "examples/mlp/replay.jsonl"
+
+
+def log_file(tmp_path: Path, *lines: object) -> Path:
+    path = tmp_path / "requests.jsonl"
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line)
+                              for line in lines) + "\n")
+    return path
+
+
+def line(t: object, length: int = 2) -> dict[str, object]:
+    return {"t": t, "inputs": {"sequence": [[0.5, -1.0]] * length, "flags": [1, 2, 3]}}
+
+
+def test_a_log_holds_offsets_from_its_first_time_and_each_requests_inputs(
+        tmp_path: Path) -> None:
+    path = log_file(tmp_path, line(100.0, 4), "", line(100.25, 9), line(100.25, 1))
+    log = read_replay_log(path, "requests.jsonl", INPUTS)
+    assert log.offsets == [0.0, 0.25, 0.25]
+    assert log.requests is not None
+    assert [request["sequence"].shape for request in log.requests] == [(1, 4, 2), (1, 9, 2),
+                                                                      (1, 1, 2)]
+    assert log.sizes == ["4", "9", "1"]
+    assert log.duration_s == 0.25
+
+
+def test_iso_times_and_times_alone(tmp_path: Path) -> None:
+    path = log_file(tmp_path, {"t": "2026-12-03T09:55:00Z"},
+                    {"t": "2026-12-03T09:55:00.500+00:00"}, {"t": "2026-12-03T10:55:01+01:00"})
+    log = read_replay_log(path, "requests.jsonl", INPUTS)
+    assert log.offsets == [0.0, 0.5, 1.0]
+    assert log.requests is None
+
+
+@pytest.mark.parametrize(("bad", "says"), [
+    ('{"t": 1.0', "requests.jsonl:2: not a JSON line"),
+    ('[1, 2]', "requests.jsonl:2: expected an object with t"),
+    ({"inputs": line(0)["inputs"]}, "requests.jsonl:2: no 't'"),
+    ({**line(2.0), "user": "x"}, "requests.jsonl:2: 'user' is not a key of a replay line"),
+    (line(0.5), "requests.jsonl:2: t is 0.500000s before the t of requests.jsonl:1"),
+    (line("yesterday"), "requests.jsonl:2: t \"yesterday\" is not an ISO 8601 time"),
+    (line("2026-12-03T09:55:00"), "has no zone"),
+    (line(True), "requests.jsonl:2: t is true, not a time"),
+    (line([1]), "seconds or an ISO 8601 time"),
+    ({"t": 2.0}, "requests.jsonl:2: has no inputs where the lines before have them"),
+    ({"t": 2.0, "inputs": {"sequence": [[0.5, 1.0]]}}, "requests.jsonl:2: no 'flags'"),
+    ({"t": 2.0, "inputs": {"sequence": [[0.5, 1.0]], "flags": [1, 2.5, 3]}},
+     "requests.jsonl:2: 'flags' holds 2.5, not a int64"),
+    ({"t": 2.0, "inputs": {"sequence": [[0.5, 1.0, 2.0]], "flags": [1, 2, 3]}},
+     "requests.jsonl:2: 'sequence' has items of shape [1, 3], outside the declared [-1, 2]"),
+    ({"t": 2.0, "inputs": {"sequence": [[0.5, 1.0]], "flags": [1, 2, 3], "x": [1]}},
+     "requests.jsonl:2: 'x' is not an input of the model"),
+])
+def test_a_bad_line_is_named_by_file_and_line(tmp_path: Path, bad: object, says: str) -> None:
+    path = log_file(tmp_path, line(1.0), bad)
+    with pytest.raises(RequestDataError) as caught:
+        read_replay_log(path, "requests.jsonl", INPUTS)
+    assert says in str(caught.value)
+
+
+def test_inputs_on_a_later_line_only_are_refused(tmp_path: Path) -> None:
+    path = log_file(tmp_path, {"t": 1.0}, line(2.0))
+    with pytest.raises(RequestDataError, match=r"requests\.jsonl:2: has inputs where the "
+                                               r"lines before have none"):
+        read_replay_log(path, "requests.jsonl", INPUTS)
+
+
+def test_an_empty_log_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(RequestDataError, match=r"requests\.jsonl: holds no requests"):
+        read_replay_log(log_file(tmp_path, ""), "requests.jsonl", INPUTS)
+
+
+def test_the_schedule_is_the_logs_offsets_divided_by_the_speed_in_buckets() -> None:
+    offsets = [index / 100 for index in range(3000)]        # 30 s at 100/s
+    at_once = replay_schedule(offsets, 1.0)
+    assert [send for send, _ in at_once.plan] == offsets
+    assert at_once.bucket_s == 1.0 and len(at_once.phases) == 30
+    assert at_once.offered() == [100] * 30
+    twice = replay_schedule(offsets, 2.0)
+    assert twice.plan[-1][0] == pytest.approx(offsets[-1] / 2)
+    assert len(twice.phases) == 15 and twice.offered() == [200] * 15
+    short = replay_schedule([0.0, 0.5, 2.0], 1.0)        # under 10 s: ten buckets or so
+    assert short.bucket_s == pytest.approx(0.2) and sum(short.offered()) == 3
+    long = replay_schedule([0.0, 600.0], 1.0)            # over 2 min: at most 121 buckets
+    assert long.bucket_s == 5.0 and len(long.phases) == 121
+    assert replay_schedule([0.0], 1.0).offered() == [1]
+
+
+def _request(index: int) -> HttpRequest:
+    return HttpRequest("POST", "http://127.0.0.1:1/infer", bytes([index]), {})
+
+
+def test_a_split_mix_sends_on_each_worker_what_one_process_would_have() -> None:
+    mix = RequestMix(tuple(_request(i) for i in range(5)), ("a", "b", "c", "d", "e"),
+                     (4, 0, 3, 1, 2, 2, 0))
+    entries = 7
+    sent_by_one = [mix.requests[mix.order[i % len(mix.order)]] for i in range(entries)]
+    shares = interleave_mix(mix, entries, 3)
+    plans = interleave([(float(i), "p") for i in range(entries)], 3)
+    for worker, (share, plan) in enumerate(zip(shares, plans, strict=True)):
+        sent = [share.requests[share.next_index()] for _ in plan]
+        assert sent == sent_by_one[worker::3]
+        assert len(share.requests) <= len(plan)      # only the requests it sends
+
+
+def _bucket(latencies_ms: list[float], errors: int = 0) -> LoadResult:
+    result = LoadResult(1.0)
+    for latency in latencies_ms:
+        result.histogram.record_value(int(latency * 1e3))
+        result.completed += 1
+    if errors:
+        result.errors["timeout"] += errors
+    return result
+
+
+def test_the_gates_are_the_slos_named_replay(project: Path) -> None:
+    spec = load_spec(project / "serve.yaml").spec
+    rng = np.random.default_rng(0)
+    buckets = [_bucket(list(rng.uniform(1.0, 3.0, 1000))) for _ in range(10)]
+    pooled = LoadResult(10.0)
+    for bucket in buckets:
+        pooled.merge(bucket)
+    gates = replay_gates(spec, replay_verdicts(spec, buckets, pooled, 0.05), pooled, 0.05)
+    assert [g.name for g in gates] == ["replay.p99", "replay.p95", "replay.error_rate"]
+    assert all(g.outcome == "passed" for g in gates), gates
+    slow = [_bucket([80.0] * 1000, errors=50) for _ in range(10)]
+    pooled = LoadResult(10.0)
+    for bucket in slow:
+        pooled.merge(bucket)
+    failed = replay_gates(spec, replay_verdicts(spec, slow, pooled, 0.05), pooled, 0.05)
+    assert all(g.outcome == "failed" for g in failed), failed
+
+
+def test_validate_names_the_spec_key_and_the_log_line(project: Path) -> None:
+    spec = project / "serve.yaml"
+    log = project / EXAMPLE_LOG
+    lines = log.read_text().splitlines()
+    lines[4] = json.dumps({"t": json.loads(lines[4])["t"], "inputs": {"features": [1.0] * 3}})
+    log.write_text("\n".join(lines) + "\n")
+    spec.write_text(spec.read_text().replace(
+        "  saturation:", f"  replay: {{log: {EXAMPLE_LOG}, speed: 2x}}\n  saturation:"))
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    [issue] = [str(issue) for issue in caught.value.issues]
+    at = next(number for number, text in enumerate(spec.read_text().splitlines(), start=1)
+              if "replay: {log:" in text)
+    assert issue.startswith(f"{spec.relative_to(project)}:{at}:")
+    assert (f"stages.replay.log: {EXAMPLE_LOG}:5: 'features' has items of shape [3], "
+            "outside the declared [16]") in issue
+
+
+@pytest.mark.parametrize(("setting", "says"), [
+    ("{log: none.jsonl}", "stages.replay.log: replay log not found"),
+    ("{log: ../../elsewhere.jsonl}", "outside the project"),
+    (f"{{log: {EXAMPLE_LOG}, speed: fast}}", "expected a speed such as 1.0x or 2x"),
+    (f"{{log: {EXAMPLE_LOG}, speed: 0x}}", "a speed must be in 0.001x..1000x"),
+    (f"{{log: {EXAMPLE_LOG}, speed: 0.001x, max_duration: 10s}}",
+     "longer than stages.replay.max_duration 10s"),
+    (f"{{log: {EXAMPLE_LOG}, data: none.npz}}", "stages.replay.data: data file not found"),
+])
+def test_a_replay_that_cannot_run_is_a_spec_error(project: Path, setting: str,
+                                                  says: str) -> None:
+    spec = project / "serve.yaml"
+    spec.write_text(spec.read_text().replace("  saturation:",
+                                             f"  replay: {setting}\n  saturation:"))
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    assert any(says in str(issue) for issue in caught.value.issues), caught.value.issues
+
+
+def test_a_spec_without_a_replay_skips_the_stage_reading_nothing(project: Path,
+                                                                 tmp_path: Path) -> None:
+    loaded = load_spec(project / "serve.yaml")
+    assert loaded.spec.stages.replay is None
+    with ExitStack() as resources:
+        result = replay.run(RunContext(loaded, "test", tmp_path, {}, resources))
+    assert result.status is Status.SKIPPED
+    assert result.message == "no stages.replay in the spec"
