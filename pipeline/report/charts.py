@@ -355,3 +355,81 @@ def _range_point(svg: ET.Element, point: RangePoint, x_of: Scale, y_of: Scale, t
     _el(group, "circle", cx=x, cy=y, r=6 if point.outcome == "winner" else 4.5, fill=colour,
         stroke="#ffffff")
     _el(group, "text", point.label, x=x + 8, y=y - 6, fill=MUTED, font_size=11)
+
+
+@dataclass(frozen=True)
+class TimePoint:
+    """One time bucket of a replay: its start (s), the rate the log offered in it (/s),
+    its p99 latency (ms) and its errors."""
+
+    start_s: float
+    offered_rps: float
+    p99_ms: float
+    errors: float = 0.0
+
+
+def replay_chart(points: Sequence[TimePoint], *, bucket_s: float, slo: float | None,
+                 chart_id: str = "replay-chart", width: float = 620,
+                 height: float = 300) -> ET.Element:
+    """The replay over time: the rate the log offered (right y, blue bars) against the p99
+    latency of each bucket (left y, a line with a circle per bucket, red above the SLO),
+    the SLO as a dashed red line."""
+    title = "offered rate and p99 latency over the replay"
+    if not points:
+        return _empty(chart_id, width, title, "no replay")
+    margins = Margins(right=64)
+    svg = _root(chart_id, width, height, title)
+    left, right = margins.left, width - margins.right
+    bottom, top = height - margins.bottom, margins.top
+    end = points[-1].start_s + bucket_s
+    x_of = Scale(0.0, end, left + 4, right - 4)
+    _rate_bars(svg, points, bucket_s, x_of, (right, bottom, top))
+    levels = ticks(max([point.p99_ms for point in points] + ([slo] if slo else [])) * 1.05, 5)
+    y_of = Scale(0, levels[-1], bottom, top)
+    _y_axis(svg, levels, y_of, left, right)
+    for tick in ticks(end, 6):
+        x = x_of(tick)
+        _el(svg, "line", x1=x, x2=x, y1=bottom, y2=bottom + 4, stroke=MUTED)
+        _el(svg, "text", _tick_text(tick), x=x, y=bottom + 17, text_anchor="middle", fill=MUTED)
+    _el(svg, "line", x1=left, x2=right, y1=bottom, y2=bottom, stroke=MUTED)
+    if slo is not None:
+        y = y_of(slo)
+        _el(svg, "line", class_="slo", x1=left, x2=right, y1=y, y2=y, stroke=FAIL,
+            stroke_width=1.5, stroke_dasharray="6 4")
+        _el(svg, "text", f"SLO p99 {slo:g} ms", x=left + 6, y=y - 6, text_anchor="start",
+            fill=FAIL, font_weight="bold")
+    middle = [(x_of(point.start_s + bucket_s / 2), y_of(point.p99_ms), point)
+              for point in points]
+    _el(svg, "polyline", fill="none", stroke=INK, stroke_width=1.5,
+        points=" ".join(f"{_num(x)},{_num(y)}" for x, y, _ in middle))
+    for x, y, point in middle:
+        missed = (slo is not None and point.p99_ms > slo) or point.errors > 0
+        circle = _el(svg, "circle", class_="bucket" + (" missed" if missed else ""), cx=x,
+                     cy=y, r=3, fill=FAIL if missed else PASS, stroke="#ffffff")
+        _el(circle, "title", f"{point.start_s:g}-{point.start_s + bucket_s:g}s: offered "
+                             f"{point.offered_rps:,.0f}/s, p99 {point.p99_ms:.2f} ms, "
+                             f"{point.errors:g} errors")
+    _el(svg, "text", "time from the replay's start (s)", x=(left + right) / 2, y=height - 8,
+        text_anchor="middle", fill=MUTED)
+    _el(svg, "text", "p99 latency (ms)", x=14, y=(top + bottom) / 2, text_anchor="middle",
+        fill=MUTED, transform=f"rotate(-90 14 {_num((top + bottom) / 2)})")
+    return svg
+
+
+def _rate_bars(svg: ET.Element, points: Sequence[TimePoint], bucket_s: float, x_of: Scale,
+               box: tuple[float, float, float]) -> None:
+    """The offered rate as a bar per bucket on a right-hand axis."""
+    right, bottom, top = box
+    levels = ticks(max(point.offered_rps for point in points) * 1.05 or 1.0, 5)
+    y_of = Scale(0, levels[-1], bottom, top)
+    for level in levels:
+        _el(svg, "text", _tick_text(level), x=right + 6, y=y_of(level) + 4,
+            text_anchor="start", fill=PREFERRED)
+    for point in points:
+        x0, x1 = x_of(point.start_s), x_of(point.start_s + bucket_s)
+        y = y_of(point.offered_rps)
+        _el(svg, "rect", class_="offered", x=x0, y=y, width=max(x1 - x0 - 1, 0.5),
+            height=max(bottom - y, 0), fill=PREFERRED, fill_opacity="0.25")
+    _el(svg, "text", "offered (/s)", x=right + 50, y=(top + bottom) / 2,
+        text_anchor="middle", fill=PREFERRED,
+        transform=f"rotate(90 {_num(right + 50)} {_num((top + bottom) / 2)})")

@@ -26,6 +26,7 @@ from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
 from pipeline.report.load_workers import worker_lines
 from pipeline.report.regression_view import side_by_side
 from pipeline.report.release_html import release_section
+from pipeline.report.replay_view import replay as replay_view
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…"}
 
@@ -211,6 +212,17 @@ def _burst(parent: ET.Element, record: RunRecord) -> None:
             note += ": the load generator fell behind its schedule, so the burst was not " \
                     "delivered as planned."
         add_element(section, "p", note, cls="muted")
+
+
+def _replay(parent: ET.Element, record: RunRecord) -> None:
+    view = replay_view(record)
+    if view is None:
+        return
+    section = add_section(parent, "Replay of the request log")
+    add_element(section, "p", view.summary())
+    section.append(charts.replay_chart(view.points, bucket_s=view.bucket_s,
+                                       slo=view.slo_p99_ms))
+    add_element(section, "p", view.schedule_note(), cls="muted")
 
 
 def _load_workers(parent: ET.Element, record: RunRecord) -> None:
@@ -428,6 +440,7 @@ def render_html(record: RunRecord, baseline: RunRecord | None = None, *,
     charts_row = add_element(main, "div", cls="grid")
     _knee(charts_row, record)
     _batches(charts_row, record)
+    _replay(main, record)
     _side_by_side(main, record)
     _comparison(main, record, baseline, tolerance)
     _provenance(main, record)

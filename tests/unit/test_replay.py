@@ -207,3 +207,50 @@ def test_a_spec_without_a_replay_skips_the_stage_reading_nothing(project: Path,
         result = replay.run(RunContext(loaded, "test", tmp_path, {}, resources))
     assert result.status is Status.SKIPPED
     assert result.message == "no stages.replay in the spec"
+
+
+def _record_with_a_replay() -> dict[str, object]:
+    record: dict[str, object] = json.loads(
+        (Path(__file__).parent / "data" / "record_triton.json").read_text())
+    over_time = [{"start_s": float(second), "offered_rps": 900.0 + 50 * second,
+                  "answered_rps": 900.0, "errors": 1.0 if second == 3 else 0.0,
+                  "p50_ms": 2.0, "p99_ms": 60.0 if second == 4 else 8.0}
+                 for second in range(6)]
+    stages = record["stages"]
+    assert isinstance(stages, list)
+    stages.insert(5, {
+        "name": "replay", "status": "failed", "duration_s": 7.0, "message": "replay.p99",
+        "metrics": {"requests": 5700.0, "replay_s": 6.0, "offered_rps": 950.0, "p50_ms": 2.0,
+                    "p99_ms": 40.0, "errors": 1.0, "schedule_lag_p99_ms": 0.4,
+                    "client_bound": 0.0},
+        "gates": [{"name": "replay.p99", "observed": 40.0, "threshold": 50.0, "passed": True,
+                   "comparison": "<=", "unit": "ms"}],
+        "artifacts": {},
+        "details": {"log": "requests.jsonl", "speed": "2x", "bucket_s": 1.0,
+                    "over_time": over_time}})
+    return record
+
+
+def test_the_html_report_charts_the_offered_rate_against_latency_over_time() -> None:
+    from pipeline.record import RunRecord
+    from pipeline.report.html import render_html
+    from tests.support.htmldom import parse_html
+
+    page = parse_html(render_html(RunRecord.from_json(_record_with_a_replay())))
+    chart = page.by_id("replay-chart")
+    assert chart is not None and chart.tag == "svg"
+    assert len(chart.find_all("rect", cls="offered")) == 6
+    assert len(chart.find_all("circle", cls="bucket")) == 6
+    assert len(chart.find_all("circle", cls="missed")) == 2     # over the SLO, or an error
+    assert "SLO p99 50 ms" in chart.text()
+    assert "requests.jsonl at 2x: 5,700 requests over 6.0 s" in page.text()
+    assert "Client schedule error p99 0.4 ms" in page.text()
+
+
+def test_a_record_without_a_replay_has_no_replay_chart() -> None:
+    from pipeline.record import RunRecord
+    from pipeline.report.html import render_html
+    from tests.support.htmldom import parse_html
+
+    record = json.loads((Path(__file__).parent / "data" / "record_triton.json").read_text())
+    assert parse_html(render_html(RunRecord.from_json(record))).by_id("replay-chart") is None
