@@ -19,7 +19,7 @@ from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.errors import UsageError
 from pipeline.gates.latency import verdict_details
-from pipeline.gates.replay import replay_gates, replay_verdicts
+from pipeline.gates.replay import judged_windows, replay_gates, replay_verdicts
 from pipeline.measure.load_result import LoadResult, merge_windows
 from pipeline.measure.open_loop import OpenLoopResult
 from pipeline.measure.replay import (
@@ -61,8 +61,7 @@ def run(ctx: RunContext) -> StageResult:
     buckets = [outcome.phases[phase.name] for phase in schedule.phases]
     pooled = merge_windows(buckets)
     alpha = 1 - spec.stages.latency.verdict.confidence.fraction
-    judged = [bucket for bucket in buckets if bucket.requests]
-    verdicts = replay_verdicts(spec, judged, pooled, alpha)
+    verdicts = replay_verdicts(spec, judged_windows(buckets), pooled, alpha)
     gates = replay_gates(spec, verdicts, pooled, alpha)
     metrics = _outcome(pooled, outcome, schedule, stage.speed.factor)
     details: dict[str, Any] = {

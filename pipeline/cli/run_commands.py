@@ -122,7 +122,7 @@ RayAddress = Annotated[str | None, typer.Option(
     "--ray-address", help="The Ray cluster that runs the load workers (stages.*.workers > 1); "
     "default: RAY_ADDRESS, else a local Ray started for the run.")]
 Stages = Annotated[str | None, typer.Option(
-    "--stages", help="Comma-separated subset: readiness, parity, latency, saturation.")]
+    "--stages", help="Comma-separated subset: readiness, parity, latency, replay, saturation.")]
 
 
 def _selection(stages: str | None) -> frozenset[str] | None:

@@ -1,6 +1,6 @@
 """The replay stage's gates: the SLO's percentiles and error rate, decided as the latency
-stage decides them (pipeline.gates.percentile_verdict on the replay's time buckets as
-windows, the exact binomial bound), once, over the whole log."""
+stage decides them (pipeline.gates.percentile_verdict on the replay's time buckets merged
+into a few windows, the exact binomial bound), once, over the whole log."""
 
 from __future__ import annotations
 
@@ -11,12 +11,26 @@ from pipeline.gates.evidence import window_blocks
 from pipeline.gates.latency import percentile_thresholds
 from pipeline.gates.percentile_verdict import Evidence, PercentileVerdict, judge_percentile
 from pipeline.gates.samples import HistogramSample
-from pipeline.measure.load_result import LoadResult
+from pipeline.measure.load_result import LoadResult, merge_windows
 from pipeline.spec.models import Spec
 from pipeline.stage_result import Gate
 
 PREFIX = "replay"
+JUDGED_WINDOWS = 8
+"""The replay's time buckets are judged merged into this many windows of consecutive
+buckets at most: the verdict's cost grows faster than the number of windows (40 windows
+took over a minute on 2 cores), and the latency stage judges as many at most."""
 LONGER_LOG = "a longer log (or a lower speed over the same one)"
+
+
+def judged_windows(buckets: list[LoadResult], most: int = JUDGED_WINDOWS) -> list[LoadResult]:
+    """The buckets that hold requests, merged into at most `most` windows of consecutive
+    buckets, as evenly as their count allows."""
+    held = [bucket for bucket in buckets if bucket.requests]
+    if len(held) <= most:
+        return held
+    size = -(-len(held) // most)
+    return [merge_windows(held[start:start + size]) for start in range(0, len(held), size)]
 
 
 def replay_verdicts(spec: Spec, buckets: list[LoadResult], pooled: LoadResult,

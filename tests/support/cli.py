@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-STAGE_ORDER = ("build", "start", "readiness", "parity", "latency", "saturation",
+STAGE_ORDER = ("build", "start", "readiness", "parity", "latency", "replay", "saturation",
                "regression", "publish")
 
 

@@ -97,7 +97,7 @@ def test_only_the_runner_imports_stages() -> None:
     assert {name: t for name, t in offenders.items() if t} == {
         "pipeline.runner": ["stages.build", "stages.latency", "stages.parity",
                             "stages.publish", "stages.readiness", "stages.regression",
-                            "stages.saturation",
+                            "stages.replay", "stages.saturation",
                             "stages.start"]}
 
 

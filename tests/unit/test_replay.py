@@ -174,7 +174,7 @@ def test_validate_names_the_spec_key_and_the_log_line(project: Path) -> None:
         load_spec(spec)
     [issue] = [str(issue) for issue in caught.value.issues]
     at = next(number for number, text in enumerate(spec.read_text().splitlines(), start=1)
-              if "replay: {log:" in text)
+              if text.strip().startswith("replay: {log:"))
     assert issue.startswith(f"{spec.relative_to(project)}:{at}:")
     assert (f"stages.replay.log: {EXAMPLE_LOG}:5: 'features' has items of shape [3], "
             "outside the declared [16]") in issue
@@ -254,3 +254,15 @@ def test_a_record_without_a_replay_has_no_replay_chart() -> None:
 
     record = json.loads((Path(__file__).parent / "data" / "record_triton.json").read_text())
     assert parse_html(render_html(RunRecord.from_json(record))).by_id("replay-chart") is None
+
+
+def test_the_buckets_are_judged_as_a_few_windows_of_consecutive_buckets() -> None:
+    from pipeline.gates.replay import JUDGED_WINDOWS, judged_windows
+
+    buckets = [*(_bucket([float(index + 1)] * 10) for index in range(60)), LoadResult(1.0)]
+    windows = judged_windows(buckets)
+    assert len(windows) <= JUDGED_WINDOWS
+    assert sum(w.requests for w in windows) == 600
+    assert windows[0].histogram.get_max_value() < windows[-1].histogram.get_min_value()
+    few = judged_windows([*buckets[:3], LoadResult(1.0)])
+    assert [w.requests for w in few] == [10, 10, 10]      # an empty bucket is left out

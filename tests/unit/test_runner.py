@@ -73,10 +73,10 @@ def stages_of(log: list[str], **acts: Callable[[RunContext], StageResult]) -> li
 
 def test_the_real_stages_satisfy_the_contract_in_order() -> None:
     assert [stage.NAME for stage in STAGES] == [
-        "build", "start", "readiness", "parity", "latency", "saturation", "regression",
-        "publish"]
+        "build", "start", "readiness", "parity", "latency", "replay", "saturation",
+        "regression", "publish"]
     assert [stage.NAME for stage in STAGES if stage.USES_SERVER] == [
-        "start", "readiness", "parity", "latency", "saturation", "regression"]
+        "start", "readiness", "parity", "latency", "replay", "saturation", "regression"]
 
 
 def test_stages_run_in_order_and_the_record_says_so(ctx: RunContext) -> None:
