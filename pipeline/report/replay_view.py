@@ -35,7 +35,7 @@ class ReplayView:
         note = (f"Client schedule error p99 {ms(self.metrics.get('schedule_lag_p99_ms'))} "
                 "(each request's send against its logged time, shifted to the start)")
         if self.metrics.get("client_bound"):
-            note += ": the client fell behind the log, and the latencies include that lag."
+            return note + ": the client fell behind the log, and the latencies include that lag."
         return note + "."
 
 
