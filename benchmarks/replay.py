@@ -11,7 +11,9 @@ line) is written to a temporary folder. Each replay runs `stages.replay` as a ru
   request's actual send time against its logged time, shifted to the replay's start
   (goal < 1 ms);
 - the same runs' p99 latency from the logged instants, requests sent, errors, and whether
-  the client fell behind (client_bound).
+  the client fell behind (client_bound);
+- pacer_only_lag_p99_ms: the pacer alone on the log's first 10 s, nothing sent and no
+  server busy: the schedule error this machine allows a process at all.
 
     python benchmarks/replay.py [--seconds 60] [--rate 1000] [--arrivals poisson|constant]
 """
@@ -19,11 +21,13 @@ line) is written to a temporary folder. Each replay runs `stages.replay` as a ru
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import shutil
 import sys
 import tempfile
+import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.replay_log import arrival_times, log_lines  # noqa: E402
 from pipeline.context import RunContext  # noqa: E402
+from pipeline.measure.pacing import Pacer  # noqa: E402
 from pipeline.servers import serving  # noqa: E402
 from pipeline.servers.base import ModelServer  # noqa: E402
 from pipeline.servers.specs import load_spec, validate_spec  # noqa: E402
@@ -50,6 +55,22 @@ def replayed(server: ModelServer, loaded: LoadedSpec, log: Path, workers: int,
         ctx = RunContext(dataclasses.replace(loaded, spec=spec), "benchmark", folder, {},
                          resources, server=server)
         return replay.run(ctx)
+
+
+async def pacer_only_lag_p99_ms(offsets: list[float], seconds: float = 10.0) -> float:
+    """The schedule error of the pacer alone over the log's first `seconds`, nothing sent:
+    what this machine allows this process whatever the replay does."""
+    pacer = Pacer()
+    start = time.perf_counter() + 0.1
+    lags = []
+    try:
+        for offset in (offset for offset in offsets if offset < seconds):
+            await pacer.until(start + offset)
+            lags.append(time.perf_counter() - start - offset)
+    finally:
+        pacer.close()
+    lags.sort()
+    return lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1e3
 
 
 def figures(result: StageResult, suffix: str) -> dict[str, Any]:
@@ -73,10 +94,12 @@ def main() -> None:
         log = folder / "requests.jsonl"
         times = arrival_times(args.rate, args.seconds, args.arrivals, 0)
         log.write_text("\n".join(log_lines(times, 1_764_754_500.0, False, False, 0)) + "\n")
+        idle = asyncio.run(pacer_only_lag_p99_ms([t - times[0] for t in times]))
         loaded = load_spec(REPO / "serve.yaml.example")
         result: dict[str, Any] = {"replay_log_s": args.seconds, "replay_log_rps": args.rate,
                                   "replay_log_arrivals": args.arrivals,
-                                  "replay_log_requests": float(len(times))}
+                                  "replay_log_requests": float(len(times)),
+                                  "pacer_only_lag_p99_ms": round(idle, 3)}
         with serving(loaded, folder / "server") as server:
             for workers, suffix in ((1, ""), (2, "_2_workers")):
                 outcome = replayed(server, loaded, log, workers, folder)
