@@ -22,9 +22,10 @@ Decisions:
 - When the pick is a tie, which configs happened to be verified would decide it: so the
   family leaders with fewer instances than the pick whose calibrated prediction, with
   the model's margin, reaches the low end of the best's interval are verified too, up
-  to `verify` more, whatever the margin pruned them as (`could_tie`). Reruns then find
-  a pick with the fewest instances in the tie, whatever order the exploration ranked
-  them (among as many instances, measured memory decides, as `decide` says).
+  to `verify` more, fewest instances then largest batch first, whatever the margin
+  pruned them as (`could_tie`). Reruns then find a pick with the fewest instances in
+  the tie, whatever order the exploration ranked them (among as many instances,
+  measured memory decides, as `decide` says).
 """
 
 from __future__ import annotations
@@ -117,11 +118,15 @@ def tie_contender(leaders: Sequence[Prediction], measured: Collection[Config], p
                   margin: float) -> Prediction | None:
     """The next config to verify so that a tie's cheapest member is found: of the family
     leaders not yet measured, cheaper than the pick and able to reach the best's interval
-    (`could_tie`), the fewest instances, then the highest prediction."""
+    (`could_tie`), the fewest instances, then the largest batch. The order is the configs'
+    own, not the predictions': two families' predictions that differ by the exploration's
+    noise would otherwise send two reruns to two different configs. The largest batch is
+    the one most likely to keep up (measured here, open-loop capacity grew with the batch)."""
     options = [p for p in leaders
                if p.config not in measured and cheaper(p.config, pick)
                and could_tie(p, best_low_rps, calibration, margin)]
-    return min(options, key=lambda p: (p.config.instances, -p.throughput_rps, p.config),
+    return min(options, key=lambda p: (p.config.instances, -largest_batch(p.config),
+                                       -p.config.max_queue_delay_us, p.config),
                default=None)
 
 
