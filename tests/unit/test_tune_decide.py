@@ -105,8 +105,8 @@ def test_the_record_holds_the_baseline_the_tie_and_each_capacity(project: Path) 
     assert [row[-1] for row in rows] == ["tied with the best", "tied with the best", "winner"]
 
 
-def _predicted(instances: int, batch: int, rps: float) -> Prediction:
-    return Prediction(Config("cpu", instances, batch, 1000), rps, rps, 10.0, None, True)
+def _predicted(instances: int, batch: int, rps: float, delay_us: int = 1000) -> Prediction:
+    return Prediction(Config("cpu", instances, batch, delay_us), rps, rps, 10.0, None, True)
 
 
 def test_a_tie_is_settled_by_its_cheapest_member_whatever_was_verified_first() -> None:
@@ -122,9 +122,13 @@ def test_a_tie_is_settled_by_its_cheapest_member_whatever_was_verified_first() -
     assert pick is tied
     measured = {best.config, tied.config}
     # The largest batch first, not the higher prediction (980/s against 950/s is the
-    # exploration's noise): reruns check the same config.
+    # exploration's noise): reruns check the same config. So for the delays of one batch:
+    # the longest, whichever the exploration predicted higher.
     first = tie_contender(leaders, measured, tied.config, 560.0, 1.0, 0.3)
     assert first is not None and first.config == Config("cpu", 1, 64, 1000)
+    delays = [_predicted(1, 64, 990.0, delay_us=1000), _predicted(1, 64, 940.0, delay_us=2000)]
+    longest = tie_contender(delays, measured, tied.config, 560.0, 1.0, 0.3)
+    assert longest is not None and longest.config == Config("cpu", 1, 64, 2000)
     # 200/s x 1.3 cannot reach 560/s: never checked; nor is a two-instance config, which
     # is no cheaper than the pick. With a calibration of 0.4 no one-instance leader
     # reaches it either (980 x 0.4 x 1.3 = 510/s).
