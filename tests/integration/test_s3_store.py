@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,10 +59,14 @@ def test_a_large_layout_file_is_created_once_in_parts_and_checked_by_its_checksu
     with pytest.raises(ConflictError, match="already exists"):
         store.create_file(key, big, digest)
     assert not store.client.list_multipart_uploads(Bucket=store.bucket).get("Uploads")
-    reads: list[object] = []
+    reads: list[dict[str, Any]] = []
     real_get = store.client.get_object
-    monkeypatch.setattr(store.client, "get_object",
-                        lambda **kwargs: reads.append(kwargs) or real_get(**kwargs))
+
+    def counted_get(**kwargs: Any) -> Any:
+        reads.append(kwargs)
+        return real_get(**kwargs)
+
+    monkeypatch.setattr(store.client, "get_object", counted_get)
     assert store.check_file(key, digest, record) is None
     assert reads == []                                      # no byte was downloaded
     # Replaced behind the store, same size, the digest forged in the metadata: S3's own
