@@ -20,12 +20,11 @@ Decisions:
   (calibration); an unverified family whose calibrated prediction beats the best measured
   throughput is verified next while the budget lasts (at most 2 x verify in all).
 - When the pick is a tie, which configs happened to be verified would decide it: so the
-  feasible configs with fewer instances than the pick whose calibrated prediction, with
-  the model's margin, reaches the low end of the best's interval are verified too, up
-  to `verify` more, fewest instances, largest batch and longest delay first, whatever
-  the family or the margin pruned them as (`could_tie`). Reruns then find a pick with
-  the fewest instances in the tie, whatever order the exploration ranked them (among as
-  many instances, measured memory decides, as `decide` says).
+  feasible configs cheaper than the pick (fewer instances, then the smaller batch and
+  the shorter delay) whose calibrated prediction, with the model's margin, reaches the
+  low end of the best's interval are verified too, cheapest first, up to `verify` more,
+  whatever the family or the margin pruned them as (`tie_contender`). Reruns then find
+  the same cheapest member of the tie, whatever order the exploration ranked them.
 """
 
 from __future__ import annotations
@@ -101,9 +100,13 @@ def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
 
 
 def cheaper(config: Config, than: Config) -> bool:
-    """Surely costs less to run, before measuring: fewer instances. (Among as many
-    instances the tie goes to the less memory, which only a measurement tells.)"""
-    return config.instances < than.instances
+    """Costs less to run, as `decide.cheapest` orders configs before memory is measured:
+    fewer instances, then the smaller batch, then the shorter delay."""
+    return _structural_cost(config) < _structural_cost(than)
+
+
+def _structural_cost(config: Config) -> tuple[int, float, int]:
+    return config.instances, largest_batch(config), config.max_queue_delay_us
 
 
 def could_tie(prediction: Prediction, low_rps: float, calibration: float,
@@ -117,18 +120,14 @@ def tie_contender(feasible: Sequence[Prediction], measured: Collection[Config], 
                   best_low_rps: float, calibration: float,
                   margin: float) -> Prediction | None:
     """The next config to verify so that a tie's cheapest member is found: of the feasible
-    configs not yet measured, cheaper than the pick and able to reach the best's interval
-    (`could_tie`), the fewest instances, then the largest batch, then the longest delay.
-    The order is the configs' own, not the predictions': two predictions that differ by the
-    exploration's noise (two families, or two delays of one) would otherwise send two
-    reruns to two different configs. The largest batch and the longest delay are the most
-    likely to keep up (measured here, open-loop capacity grew with both)."""
+    configs not yet measured, cheaper than the pick (`cheaper`) and able to reach the
+    best's interval (`could_tie`), the cheapest. The order is the configs' own, not the
+    predictions': two predictions that differ by the exploration's noise would otherwise
+    send two reruns to two different configs, and each pick to another member of the tie."""
     options = [p for p in feasible
                if p.config not in measured and cheaper(p.config, pick)
                and could_tie(p, best_low_rps, calibration, margin)]
-    return min(options, key=lambda p: (p.config.instances, -largest_batch(p.config),
-                                       -p.config.max_queue_delay_us, p.config),
-               default=None)
+    return min(options, key=lambda p: (_structural_cost(p.config), p.config), default=None)
 
 
 def closest_when_none_fit(predictions: Sequence[Prediction]) -> Prediction | None:
