@@ -20,11 +20,12 @@ Decisions:
   (calibration); an unverified family whose calibrated prediction beats the best measured
   throughput is verified next while the budget lasts (at most 2 x verify in all).
 - When the pick is a tie, which configs happened to be verified would decide it: so the
-  feasible configs cheaper than the pick (fewer instances, then the smaller batch and
-  the shorter delay) whose calibrated prediction, with the model's margin, reaches the
-  low end of the best's interval are verified too, cheapest first, up to `verify` more,
-  whatever the family or the margin pruned them as (`tie_contender`). Reruns then find
-  the same cheapest member of the tie, whatever order the exploration ranked them.
+  feasible configs with fewer instances than the pick whose calibrated prediction, with
+  the model's margin, reaches the low end of the best's interval are verified too, up
+  to `verify` more, whatever the family or the margin pruned them as: fewest instances,
+  then the largest batch and the longest delay first (`tie_contender`). Reruns then
+  find a pick with the tie's fewest instances, whatever order the exploration ranked
+  them.
 """
 
 from __future__ import annotations
@@ -100,13 +101,10 @@ def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
 
 
 def cheaper(config: Config, than: Config) -> bool:
-    """Costs less to run, as `decide.cheapest` orders configs before memory is measured:
-    fewer instances, then the smaller batch, then the shorter delay."""
-    return _structural_cost(config) < _structural_cost(than)
-
-
-def _structural_cost(config: Config) -> tuple[int, float, int]:
-    return config.instances, largest_batch(config), config.max_queue_delay_us
+    """Surely costs less to run, before measuring: fewer instances. (A batch size or a delay
+    costs nothing to run; among as many instances the less memory is cheaper, which only
+    a measurement tells: `decide.cheapest`.)"""
+    return config.instances < than.instances
 
 
 def could_tie(prediction: Prediction, low_rps: float, calibration: float,
@@ -120,14 +118,18 @@ def tie_contender(feasible: Sequence[Prediction], measured: Collection[Config], 
                   best_low_rps: float, calibration: float,
                   margin: float) -> Prediction | None:
     """The next config to verify so that a tie's cheapest member is found: of the feasible
-    configs not yet measured, cheaper than the pick (`cheaper`) and able to reach the
-    best's interval (`could_tie`), the cheapest. The order is the configs' own, not the
-    predictions': two predictions that differ by the exploration's noise would otherwise
-    send two reruns to two different configs, and each pick to another member of the tie."""
+    configs not yet measured, with fewer instances than the pick (`cheaper`) and able to
+    reach the best's interval (`could_tie`), the fewest instances, then the largest batch,
+    then the longest delay: the one most likely to keep up (measured here, open-loop
+    capacity grew with both), so the one most likely to join the tie and pass its gates on
+    a busy machine too. The order is the configs' own, not the predictions': two
+    predictions that differ by the exploration's noise would otherwise send two reruns to
+    two different configs."""
     options = [p for p in feasible
                if p.config not in measured and cheaper(p.config, pick)
                and could_tie(p, best_low_rps, calibration, margin)]
-    return min(options, key=lambda p: (_structural_cost(p.config), p.config), default=None)
+    return min(options, key=lambda p: (p.config.instances, -largest_batch(p.config),
+                                       -p.config.max_queue_delay_us, p.config), default=None)
 
 
 def closest_when_none_fit(predictions: Sequence[Prediction]) -> Prediction | None:

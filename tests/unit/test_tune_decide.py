@@ -111,31 +111,29 @@ def _predicted(instances: int, batch: int, rps: float, delay_us: int = 1000) -> 
 
 def test_a_tie_is_settled_by_its_cheapest_member_whatever_was_verified_first() -> None:
     """The ranking verified only two-instance configs, all lower bounds tied with each
-    other; the cheaper configs that could reach the best's low end are checked next,
-    cheapest first (fewer instances, then the smaller batch and the shorter delay), even
-    one its family or the margin pruned."""
+    other; the one-instance configs that could reach the best's low end are checked next,
+    the largest batch and the longest delay first, even one its family or the margin
+    pruned."""
     best = candidate(2, 560.0, None, batch=64)
     tied = candidate(2, 560.0, None, batch=32)
     feasible = [_predicted(2, 64, 2000.0), _predicted(2, 32, 1900.0),
-                _predicted(1, 32, 900.0), _predicted(1, 64, 980.0), _predicted(1, 1, 200.0),
-                _predicted(1, 32, 950.0, delay_us=2000), _predicted(2, 8, 700.0)]
+                _predicted(1, 32, 990.0), _predicted(1, 64, 950.0), _predicted(1, 1, 200.0),
+                _predicted(1, 64, 900.0, delay_us=2000), _predicted(2, 8, 700.0)]
     assert decide([best, tied], None).pick is tied
     measured = {best.config, tied.config}
-    # 200/s x 1.3 cannot reach 560/s: never checked. Then the configs' own order, not the
-    # predictions' (980/s against 900/s is the exploration's noise): reruns check the
-    # same config.
+    # The configs' own order, not the predictions' (990/s against 900/s is the
+    # exploration's noise): reruns check the same config.
     first = tie_contender(feasible, measured, tied.config, 560.0, 1.0, 0.3)
-    assert first is not None and first.config == Config("cpu", 1, 32, 1000)
-    # A two-instance config with a smaller batch is cheaper than the pick too.
-    one_less = measured | {Config("cpu", 1, 32, 1000), Config("cpu", 1, 32, 2000),
-                           Config("cpu", 1, 64, 1000)}
-    after_ones = tie_contender(feasible, one_less, tied.config, 560.0, 1.0, 0.3)
-    assert after_ones is not None and after_ones.config == Config("cpu", 2, 8, 1000)
-    # With a calibration of 0.4 nothing cheaper reaches it (980 x 0.4 x 1.3 = 510/s).
+    assert first is not None and first.config == Config("cpu", 1, 64, 2000)
+    # 200/s x 1.3 cannot reach 560/s: never checked; nor is a two-instance config, which
+    # is no cheaper than the pick. With a calibration of 0.4 no one-instance config
+    # reaches it either (990 x 0.4 x 1.3 = 515/s).
+    ones = {Config("cpu", 1, 32, 1000), Config("cpu", 1, 64, 1000), first.config}
+    assert tie_contender(feasible, measured | ones, tied.config, 560.0, 1.0, 0.3) is None
     assert tie_contender(feasible, measured, tied.config, 560.0, 0.4, 0.3) is None
-    # Once the cheapest candidate is measured and ties, it is the pick, and nothing
-    # cheaper that could tie is left.
-    one = candidate(1, 560.0, None, batch=32)
+    # Once a one-instance config is measured and ties, it is the pick, and nothing with
+    # as many instances is checked for it: measured memory decides among those.
+    one = candidate(1, 560.0, None, batch=64)
     assert decide([best, tied, one], None).pick is one
     assert tie_contender(feasible, measured | {one.config}, one.config, 560.0, 1.0,
                          0.3) is None
