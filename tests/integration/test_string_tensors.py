@@ -5,6 +5,7 @@ a served model whose text differs from the source model's fails on its named gat
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +110,22 @@ def test_a_served_model_answering_other_strings_fails_parity(project: Path, kind
     assert set(failed) == {"parity.mismatched_elements"}, failed
     # Every label differs, every score agrees: 8 single items and a batch of 8 at 3 sizes.
     assert failed["parity.mismatched_elements"]["observed"] == 3 * (8 + 8)
+
+
+def test_compare_serves_the_text_model_on_both_servers(project: Path) -> None:
+    spec = project / "examples" / "bag_of_words" / "serve.yaml"
+    result = cli(["compare", "-f", str(spec), "--rounds", "2", "--window", "0.5",
+                  "--max-concurrency", "2", "--no-capacity", "--format", "json"], project,
+                 timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    record: dict[str, Any] = json.loads(result.stdout)
+    assert "TorchServe: JSON" in record["client"]["differs"]
+    for kind in ("triton", "torchserve"):
+        server = record["servers"][kind]
+        assert server["status"] == "measured", server
+        assert server["throughput_at_slo"] is not None, server
+        raised = server["failure_path"]["model_exception"]
+        # The stand-in answers the handler's all-empty warm-up strings, raises on text.
+        assert raised["status"] == 500 and raised["stays_up"] is True, raised
+    assert processes_under(spec.parent, TRITON) == []
+    assert processes_under(spec.parent, TORCHSERVE) == []

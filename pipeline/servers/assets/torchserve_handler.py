@@ -9,7 +9,9 @@ request gets its own 400 while the others in the same batch are answered.
 
 Request bodies: JSON {"inputs": {name: {"shape": [n, ...], "dtype": "float32",
 "data": [...flat...]}}}, or a raw .npy (one input) / .npz (by input name)
-body. Replies use the request's format. TorchServe allows one class per
+body. A string input ("dtype": "string") comes as JSON strings and reaches the
+model as UTF-8 bytes (a List[str] in forward). Replies use the request's format,
+or JSON when an output is a string. TorchServe allows one class per
 handler file, so bad requests are signalled with return values, not exceptions.
 """
 
