@@ -112,6 +112,24 @@ def test_a_served_model_answering_other_strings_fails_parity(project: Path, kind
     assert failed["parity.mismatched_elements"]["observed"] == 3 * (8 + 8)
 
 
+def test_grpc_load_sends_length_prefixed_strings_to_triton(project: Path) -> None:
+    """gRPC carries a BYTES tensor in its raw contents, each string after its length; a
+    spec with variable sizes sends over HTTP, so this variant fixes the token count."""
+    spec = text_project(project, "triton")
+    text = spec.read_text().replace("{name: tokens, dtype: int64, shape: [-1]}",
+                                    "{name: tokens, dtype: int64, shape: [8]}")
+    sizes = text.index("  sizes:")
+    text = text[:sizes] + text[text.index("\nserver:", sizes) + 1:]
+    spec.write_text(text.replace("latency: {data: requests.jsonl,", "latency: {protocol: grpc,"))
+    result = cli(["run", "--stages", "parity,latency", "-f", str(spec)], project)
+    record = latest_record(spec.parent)
+    assert stage(record, "parity")["status"] == "passed", result.stdout + result.stderr
+    latency = stage(record, "latency")
+    gates = {g["name"]: g for g in latency["gates"]}
+    assert gates["latency.error_rate"]["passed"], latency
+    assert latency["metrics"]["errors"] == 0 and latency["metrics"]["server_requests"] > 0
+
+
 def test_compare_serves_the_text_model_on_both_servers(project: Path) -> None:
     spec = project / "examples" / "bag_of_words" / "serve.yaml"
     result = cli(["compare", "-f", str(spec), "--rounds", "2", "--window", "0.5",

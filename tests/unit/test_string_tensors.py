@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.errors import SpecError
 from pipeline.model.runtime import LoadedModel
-from pipeline.model.tensors import Array, config_dtype, generate_inputs
+from pipeline.model.tensors import Array, config_dtype, generate_inputs, load_samples
 from pipeline.servers.specs import load_spec
 from pipeline.servers.torchserve.json_tensors import from_json_tensor, json_tensor
 from pipeline.servers.triton import kserve
@@ -209,3 +209,15 @@ def test_text_is_refused_where_no_torch_model_takes_it(project: Path, old: str, 
     with pytest.raises(SpecError) as caught:
         load_spec(path)
     assert any(says in str(issue) for issue in caught.value.issues), caught.value.issues
+
+
+def test_parity_data_holds_text_as_an_array_of_str(project: Path) -> None:
+    spec = project / EXAMPLE
+    np.savez(spec.parent / "samples.npz", tokens=np.ones((3, 4), dtype=np.int64),
+             text=np.array([["Late parcel"], ["refund"], [""]]))
+    spec.write_text(spec.read_text().replace("parity: {atol: 1e-4,",
+                                             "parity: {data: samples.npz, atol: 1e-4,"))
+    loaded = load_spec(spec)
+    batch = load_samples(loaded.spec.model, loaded.spec.stages.parity, loaded.workspace)
+    assert batch["text"].dtype == object
+    assert batch["text"].tolist() == [[b"Late parcel"], [b"refund"], [b""]]
