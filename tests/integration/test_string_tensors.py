@@ -11,6 +11,11 @@ from typing import Any
 
 import pytest
 
+from pipeline import servers
+from pipeline.model.tensors import load_samples, take
+from pipeline.servers.base import send
+from pipeline.servers.specs import load_spec
+from pipeline.spec.strings import string_array
 from tests.support.cli import cli, latest_record
 from tests.support.processes import TORCHSERVE, TRITON, processes_under
 from tests.support.specs import SHORT_RUN_ERROR_RATE, with_stages
@@ -147,3 +152,18 @@ def test_compare_serves_the_text_model_on_both_servers(project: Path) -> None:
         assert raised["status"] == 500 and raised["stays_up"] is True, raised
     assert processes_under(spec.parent, TRITON) == []
     assert processes_under(spec.parent, TORCHSERVE) == []
+
+
+def test_triton_refuses_strings_that_are_not_utf8_in_their_own_request(project: Path,
+                                                                      tmp_path: Path) -> None:
+    loaded = load_spec(text_project(project, "triton"))
+    samples = load_samples(loaded.spec.model, loaded.spec.stages.parity, loaded.workspace)
+    good = take(samples, 2)
+    bad = {**good, "text": string_array([b"late \xff parcel", b"fine"], (2, 1))}
+    with servers.serving(loaded, tmp_path) as server:
+        refused = send(server.infer_request(bad), 30.0)
+        answered = send(server.infer_request(good), 30.0)
+        assert refused.status == 400, refused.text()
+        assert "input 'text': not UTF-8 text" in refused.text()
+        assert answered.status == 200, answered.text()
+        assert server.alive() and server.is_ready()
