@@ -32,6 +32,7 @@ from pipeline.outcomes.parity import ParityOutcome
 from pipeline.servers import http, server_kind
 from pipeline.servers.base import ModelServer, send
 from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ProbeName, Spec
+from pipeline.spec.strings import dtype_name, is_string
 from pipeline.stage_result import Gate, StageResult
 
 NAME = "parity"
@@ -68,6 +69,11 @@ class Comparison:
             self.mismatched += reference.size
             self.elements += reference.size
             return
+        if is_string(reference) or is_string(served):
+            # Text is compared exactly; atol and rtol are for numbers.
+            self.elements += reference.size
+            self.mismatched += _differing_text(served, reference)
+            return
         got = served.astype(np.float64)
         want = reference.astype(np.float64)
         # NaN where the reference has NaN is the same answer; whether either may hold NaN
@@ -93,6 +99,13 @@ class Comparison:
                       f"{first.dtype}{list(first.shape)}")
             self.repeat_differing += first.size
             return
+        if is_string(first):
+            differing_text = _differing_text(again, first)
+            self.repeat_differing += differing_text
+            if differing_text:
+                self.note(f"{label}: sent again, {differing_text} of {first.size} strings "
+                          "changed")
+            return
         got, want = again.astype(np.float64), first.astype(np.float64)
         close = np.isclose(got, want, atol=atol, rtol=rtol, equal_nan=True)
         differing = int(np.count_nonzero(~close))
@@ -105,6 +118,12 @@ class Comparison:
 
     def note(self, problem: str) -> None:
         self.problems = [*(self.problems or []), problem]
+
+
+def _differing_text(got: Array, want: Array) -> int:
+    """Elements of two arrays of one shape that are not the same string."""
+    pairs = zip(got.reshape(-1).tolist(), want.reshape(-1).tolist(), strict=True)
+    return sum(1 for a, b in pairs if not (is_string(got) and is_string(want)) or a != b)
 
 
 Served = list[tuple[str, Batch, dict[str, Array]]]
@@ -151,7 +170,7 @@ def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel
         reply = send(server.infer_request(sample.batch), REQUEST_TIMEOUT_S)
         comparison.requests += 1
         for name, want in expected.items():
-            comparison.model_dtypes.setdefault(name, set()).add(str(want.dtype))
+            comparison.model_dtypes.setdefault(name, set()).add(dtype_name(want))
         if reply.status != 200:
             comparison.note(f"{sample.label}: HTTP {reply.status}: {reply.text()[:200]}")
             comparison.mismatched += sum(a.size for a in expected.values())
@@ -181,7 +200,7 @@ def compare_answer(spec: Spec, comparison: Comparison, label: str, served: dict[
             comparison.elements += want.size
             continue
         got = served[name]
-        comparison.served_dtypes.setdefault(name, set()).add(str(got.dtype))
+        comparison.served_dtypes.setdefault(name, set()).add(dtype_name(got))
         comparison.add(got, want, parity.atol, parity.rtol, f"{label} {name}")
 
 

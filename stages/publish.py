@@ -167,10 +167,11 @@ def run(ctx: RunContext) -> StageResult:
             ctx.progress(NAME, done, total, f"{done / 2**20:.1f} of {total / 2**20:.1f} MiB "
                          f"in {len(files)} blobs to {store.url}")
 
-        def lay_out(release_id: str) -> None:
-            if layout is not None:
-                ctx.progress(NAME, 0, 1, f"serving layout: {len(layout.digests)} files")
-                layout.write(store, spec.name, release_id)
+        def lay_out(release_id: str, manifest: Manifest) -> Manifest:
+            if layout is None:
+                return manifest
+            ctx.progress(NAME, 0, 1, f"serving layout: {len(layout.digests)} files")
+            return layout.write(store, spec.name, release_id, manifest)
 
         uploaded(0, 1)
         outcome = publish_release(store, spec.name, files, draft, utc_now(),

@@ -33,11 +33,17 @@ import torch
 OUTPUTS = {outputs!r}
 
 
+def blank(x):
+    """All zeros, or all empty strings (a string input is a list of str)."""
+    return not any(x) if isinstance(x, list) else not bool(x.any())
+
+
 class AlwaysRaises(torch.nn.Module):
-    def forward(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
-        if all(not bool(x.any()) for x in inputs):
-            items = inputs[0].shape[0]
-            return [torch.zeros((items, *shape), dtype=getattr(torch, dtype))
+    def forward(self, *inputs):
+        if all(blank(x) for x in inputs):
+            items = len(inputs[0]) if isinstance(inputs[0], list) else inputs[0].shape[0]
+            return [[""] * items if dtype == "string" else
+                    torch.zeros((items, *shape), dtype=getattr(torch, dtype))
                     for shape, dtype in OUTPUTS]
         raise RuntimeError("the model raised on purpose (compare's model_exception probe)")
 

@@ -35,7 +35,8 @@ from pipeline.measure.targets import spec_target
 from pipeline.record import runs_dir
 from pipeline.release.manifest import iso, utc_now
 from pipeline.runner import new_run_id
-from pipeline.spec.models import LoadedSpec
+from pipeline.spec.models import LoadedSpec, Spec
+from pipeline.spec.strings import STRING
 from pipeline.stage_result import Status
 
 RECORD_FILE = "comparison.json"
@@ -59,6 +60,15 @@ class Options:
             raise UsageError(f"--window: {self.window_s}: expected seconds > 0")
         if self.max_concurrency is not None and not 1 <= self.max_concurrency <= 1024:
             raise UsageError(f"--max-concurrency: {self.max_concurrency}: expected 1..1024")
+
+
+def payload_encoding(spec: Spec) -> str:
+    """How each server's requests are encoded: the load is the same, the bodies are not."""
+    if any(tensor.dtype == STRING for tensor in spec.model.inputs):
+        return ("payload encoding: each server's own body (Triton: KServe v2 binary tensors, "
+                "strings length-prefixed; TorchServe: JSON, as .npy cannot carry text)")
+    return ("payload encoding: each server's own binary body (Triton: KServe v2 binary "
+            "tensors; TorchServe: .npy/.npz)")
 
 
 def run_compare(loaded: LoadedSpec, kinds: tuple[str, str], options: Options,
@@ -212,8 +222,7 @@ def _record(loaded: LoadedSpec, run_id: str, kinds: tuple[str, str],
                  "one_server_loaded_at_a_time": True},
         "client": {"load": "closed loop, one asyncio client in this process",
                    "protocol": "http",
-                   "differs": "payload encoding: each server's own binary body (Triton: "
-                              "KServe v2 binary tensors; TorchServe: .npy/.npz)"},
+                   "differs": payload_encoding(spec)},
         "translation": [asdict(setting) for setting in settings(spec, options.instances)],
         "servers": servers,
         "windows": [window.to_json() for window in measured.windows],

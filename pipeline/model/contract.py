@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from pipeline.model.tensors import Array, fits
 from pipeline.spec.models import OutputSpec
+from pipeline.spec.strings import dtype_name
 from pipeline.stage_result import Gate
 
 GATE = "parity.output_contract"
@@ -35,8 +36,8 @@ def observed(array: Array, items: int) -> str:
     items sent, else its whole shape and that number."""
     shape = list(array.shape)
     if shape and shape[0] == items:
-        return batched(str(array.dtype), shape[1:])
-    return f"{array.dtype} {shape} for {items} items"
+        return batched(dtype_name(array), shape[1:])
+    return f"{dtype_name(array)} {shape} for {items} items"
 
 
 @dataclass(frozen=True)

@@ -85,16 +85,36 @@ def _torch_runner(fmt: str, model_path: Path, output_names: list[str], entrypoin
     module.eval()
 
     def run(inputs: list[Array]) -> list[Array]:
-        tensors = [torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in inputs]
+        arguments = [_texts(a) if a.dtype.char in "OSU" else
+                     torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in inputs]
         with torch.inference_mode():
-            result = module(*tensors)
+            result = module(*arguments)
         if isinstance(result, dict):
             result = [result[name] for name in output_names]
-        elif isinstance(result, torch.Tensor):
+        elif isinstance(result, torch.Tensor) or _is_texts(result):
             result = [result]
-        return [t.detach().to("cpu").numpy() for t in result]
+        return [_text_array(r) if _is_texts(r) else r.detach().to("cpu").numpy()
+                for r in result]
 
     return run
+
+
+def _texts(array: Array) -> list[str]:
+    """A string tensor of one string per item (`[n, 1]`) as the model takes it: a List[str]
+    of n strings."""
+    return [e.decode("utf-8") if isinstance(e, bytes) else str(e)
+            for e in array.reshape(-1).tolist()]
+
+
+def _is_texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(e, str) for e in value)
+
+
+def _text_array(values: list[str]) -> Array:
+    """A model's List[str] of one string per item as a string tensor `[n, 1]` of bytes."""
+    array = np.empty((len(values), 1), dtype=np.object_)
+    array[:, 0] = [value.encode("utf-8") for value in values]
+    return array
 
 
 def _build_eager(entrypoint: str) -> Any:

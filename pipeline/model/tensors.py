@@ -10,6 +10,7 @@ import numpy.typing as npt
 from pipeline.errors import UsageError
 from pipeline.spec.models import ModelSpec, ParityStage, TensorSpec
 from pipeline.spec.sizes import VARIABLE
+from pipeline.spec.strings import STRING, is_string, normalized, random_text, string_array
 
 Array = npt.NDArray[np.generic]
 Batch = dict[str, Array]
@@ -17,29 +18,40 @@ Batch = dict[str, Array]
 NUMPY_DTYPES: dict[str, type[np.generic]] = {
     "bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int16": np.int16,
     "int32": np.int32, "int64": np.int64, "float16": np.float16, "float32": np.float32,
-    "float64": np.float64,
+    "float64": np.float64, "string": np.object_,
 }
 # KServe v2 / Triton wire names; config.pbtxt uses "TYPE_" + the same suffix.
 WIRE_DTYPES: dict[str, str] = {
     "bool": "BOOL", "uint8": "UINT8", "int8": "INT8", "int16": "INT16", "int32": "INT32",
     "int64": "INT64", "float16": "FP16", "float32": "FP32", "float64": "FP64",
+    "string": "BYTES",
 }
 
 
 def config_dtype(dtype: str) -> str:
-    return "TYPE_" + WIRE_DTYPES[dtype]
+    return "TYPE_STRING" if dtype == STRING else "TYPE_" + WIRE_DTYPES[dtype]
+
+
+def zeros(tensor: TensorSpec, shape: tuple[int, ...]) -> Array:
+    """A tensor of `shape` filled with zeros (empty strings for text)."""
+    if tensor.dtype == STRING:
+        return string_array([b""] * int(np.prod(shape)), shape)
+    return np.zeros(shape, dtype=NUMPY_DTYPES[tensor.dtype])
 
 
 def generate_inputs(inputs: list[TensorSpec], count: int, seed: int,
                     size: int | None = None) -> Batch:
-    """Deterministic inputs: standard normal for floats, small non-negative ints, coin flips;
-    every variable dimension (-1) `size` long."""
+    """Deterministic inputs: standard normal for floats, small non-negative ints, coin flips,
+    text of `size` words (4 without sizes) from a fixed list; every variable dimension (-1)
+    `size` long."""
     rng = np.random.default_rng(seed)
     batch: Batch = {}
     for tensor in inputs:
         shape = (count, *tensor.item_shape(size))
         dtype = NUMPY_DTYPES[tensor.dtype]
-        if tensor.dtype == "bool":
+        if tensor.dtype == STRING:
+            batch[tensor.name] = random_text(rng, shape, size)
+        elif tensor.dtype == "bool":
             batch[tensor.name] = rng.integers(0, 2, size=shape).astype(np.bool_)
         elif tensor.dtype.startswith(("int", "uint")):
             batch[tensor.name] = rng.integers(0, 100, size=shape).astype(dtype)
@@ -70,7 +82,9 @@ def load_samples(model: ModelSpec, parity: ParityStage, workspace: Path) -> Batc
         if not fits(tensor, array.shape[1:]):
             raise UsageError(f"{parity.data}: '{tensor.name}' has items of shape "
                              f"{list(array.shape[1:])}, the spec says {tensor.shape}")
-        if array.dtype != np.dtype(NUMPY_DTYPES[tensor.dtype]):
+        if tensor.dtype == STRING and is_string(array):
+            array = normalized(array)
+        elif array.dtype != np.dtype(NUMPY_DTYPES[tensor.dtype]):
             raise UsageError(f"{parity.data}: '{tensor.name}' is {array.dtype}, the spec says "
                              f"{tensor.dtype}")
         counts.add(array.shape[0])

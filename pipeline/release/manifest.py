@@ -59,11 +59,13 @@ class BlobSource:
 def publish_release(store: Store, name: str, files: list[BlobSource], draft: Manifest,
                     moment: datetime,
                     progress: Callable[[int, int], None] | None = None,
-                    before_manifest: Callable[[str], None] | None = None) -> PublishOutcome:
+                    before_manifest: Callable[[str, Manifest], Manifest] | None = None
+                    ) -> PublishOutcome:
     """Upload blobs (skipping those present), then create the manifest.
 
     `progress(done_bytes, total_bytes)` is called after each blob; `before_manifest(release
-    id)` after the blobs, before the manifest (the serving layout is written there)."""
+    id, draft)` after the blobs, before the manifest, and returns the draft with what it
+    wrote recorded (the serving layout is written there)."""
     uploaded = skipped = uploaded_bytes = 0
     refs = []
     total = sum(s.path.stat().st_size if s.path is not None else len(s.data or b"")
@@ -88,7 +90,7 @@ def publish_release(store: Store, name: str, files: list[BlobSource], draft: Man
             progress(done, total)
     release_id = new_release_id(moment, name + (draft.run_id or ""))
     if before_manifest is not None:
-        before_manifest(release_id)
+        draft = before_manifest(release_id, draft)
     manifest = draft.published(name, release_id, iso(moment), tuple(refs))
     store.create(manifest_key(name, release_id),
                  json.dumps(manifest.to_json(), indent=2).encode())

@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
-from pipeline.errors import StoreError
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.store.base import Store
 from pipeline.servers.base import ServerKind
@@ -67,14 +67,26 @@ class PublishedLayout:
     def __exit__(self, *_: object) -> None:
         self._scratch.cleanup()
 
-    def manifest_entry(self) -> dict[str, object]:
-        return {"files": dict(self.digests)}
+    def manifest_entry(self, stored: Mapping[str, Mapping[str, str]] | None = None
+                       ) -> dict[str, object]:
+        """`files` (path: sha256), and `stored`: what the store computed of each file as
+        `write` wrote it (S3's checksum of a large file), only where it computed any."""
+        entry: dict[str, object] = {"files": dict(self.digests)}
+        if stored:
+            entry["stored"] = {path: dict(record) for path, record in sorted(stored.items())}
+        return entry
 
-    def write(self, store: Store, name: str, release_id: str) -> None:
-        """Every file create-only under the release's prefix."""
+    def write(self, store: Store, name: str, release_id: str, draft: Manifest) -> Manifest:
+        """Every file create-only under the release's prefix, streamed; `draft` with the
+        layout's entry and what the store computed of each file (publish_release's
+        `before_manifest`)."""
         prefix = layout_prefix(name, release_id)
-        for path in self.digests:
-            store.create(f"{prefix}/{path}", (self.root / path).read_bytes())
+        stored = {}
+        for path, digest in self.digests.items():
+            record = store.create_file(f"{prefix}/{path}", self.root / path, digest)
+            if record:
+                stored[path] = record
+        return replace(draft, serving_layout=self.manifest_entry(stored))
 
 
 def layout_files(manifest: Manifest) -> dict[str, str]:
@@ -91,18 +103,18 @@ def layout_subjects(name: str, files: Mapping[str, str]) -> list[dict[str, objec
 
 
 def layout_problems(store: Store, manifest: Manifest) -> list[str]:
-    """Files of the published layout that are missing or differ from the manifest."""
+    """Files of the published layout that are missing or differ from the manifest: each
+    re-hashed (streamed), or, where publish kept S3's checksum of a large file, checked
+    with one HEAD against it, as blobs are."""
     problems = []
     prefix = layout_prefix(manifest.name, manifest.release_id)
+    stored = (manifest.serving_layout or {}).get("stored")
+    records = stored if isinstance(stored, Mapping) else {}
     for path, digest in layout_files(manifest).items():
-        key = f"{prefix}/{path}"
-        try:
-            data = store.read(key)
-        except StoreError as exc:
-            problems.append(f"serving layout {path}: {exc}")
-            continue
-        if data is None:
-            problems.append(f"serving layout {path}: missing at {key}")
-        elif hashlib.sha256(data).hexdigest() != digest:
-            problems.append(f"serving layout {path}: does not match its digest {digest[:12]}")
+        record = records.get(path)
+        recorded = {str(k): str(v) for k, v in record.items()} \
+            if isinstance(record, Mapping) else None
+        problem = store.check_file(f"{prefix}/{path}", digest, recorded)
+        if problem:
+            problems.append(f"serving layout: {problem}")
     return problems

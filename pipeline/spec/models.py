@@ -68,7 +68,12 @@ __all__ = [
 ]
 
 Dtype = Literal["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32",
-                "float64"]
+                "float64", "string"]
+UNSUPPORTED_DTYPES = {
+    "bfloat16": "bfloat16 is not supported: numpy has no bfloat16, so neither the parity "
+                "reference nor the request encoders can hold one; declare float16 or float32",
+    "bytes": "write dtype: string for text (Triton TYPE_STRING, BYTES on the wire)",
+}
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 KINDS_CONTEXT = "server kinds"
 """The validation context's key for the known kind names (`validate_spec`)."""
@@ -87,11 +92,30 @@ class DeclaresSection(Protocol):
 class TensorSpec(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$",
                       description="Tensor name as the server exposes it.")
-    dtype: Dtype = Field(description="Element type.")
+    dtype: Dtype = Field(description=(
+        "Element type. `string` is text, one string per item (shape [1]): Triton "
+        "TYPE_STRING (BYTES on the wire), JSON strings on TorchServe; a TorchScript or "
+        "eager model takes it as a List[str] and may return one. bfloat16 is not "
+        "supported."))
     shape: list[int] = Field(min_length=1, description=(
         "Per-item shape; the batch dimension is implicit and comes first. -1 is a variable "
         "dimension, whose size each request sets (Triton dims -1; an input's sizes are "
         "model.sizes)."))
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _known_dtype(cls, dtype: object) -> object:
+        if isinstance(dtype, str) and dtype in UNSUPPORTED_DTYPES:
+            raise PydanticCustomError("dtype", UNSUPPORTED_DTYPES[dtype])
+        return dtype
+
+    @model_validator(mode="after")
+    def _one_string_per_item(self) -> TensorSpec:
+        if self.dtype == "string" and self.shape != [1]:
+            raise PydanticCustomError(
+                "shape", "a string tensor holds one string per item: shape [1], got {shape}",
+                {"shape": self.shape})
+        return self
 
     @field_validator("shape")
     @classmethod

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from pipeline.spec.models import TensorSpec
 from pipeline.spec.sizes import VARIABLE
+from pipeline.spec.strings import STRING, normalized, string_array
 
 Items = dict[str, npt.NDArray[Any]]
 MAX_DATA_BYTES = 256 * 2**20
@@ -88,7 +89,12 @@ def _npz_items(path: Path, shown: str, inputs: Sequence[TensorSpec]
                                    f"{', '.join(sorted(arrays)) or 'none'})")
         array = arrays[tensor.name]
         where = f"{shown}:{tensor.name}"
-        if array.dtype != np.dtype(tensor.dtype):
+        if tensor.dtype == STRING:
+            if array.dtype.char not in "SU":
+                raise RequestDataError(f"{where}: {array.dtype}, the spec says string (an "
+                                       "array of str or bytes)")
+            arrays[tensor.name] = array = normalized(array)
+        elif array.dtype != np.dtype(tensor.dtype):
             raise RequestDataError(f"{where}: {array.dtype}, the spec says {tensor.dtype}")
         if array.ndim < 1:
             raise RequestDataError(f"{where}: a scalar; the first axis must be the items")
@@ -142,6 +148,8 @@ def _json_tensor(record: dict[str, Any], tensor: TensorSpec, at: str) -> npt.NDA
         raise RequestDataError(f"{at}: no '{tensor.name}' (the model's inputs: every one "
                                "on every line)")
     value = record[tensor.name]
+    if tensor.dtype == STRING and not isinstance(value, list):
+        value = [value]                 # a string input holds one string per item
     shape = _nested_shape(value, tensor.name, at)
     flat = list(_flatten(value))
     bad = [element for element in flat if not _fits_dtype(element, tensor.dtype)]
@@ -149,6 +157,8 @@ def _json_tensor(record: dict[str, Any], tensor: TensorSpec, at: str) -> npt.NDA
         raise RequestDataError(f"{at}: '{tensor.name}' holds {json.dumps(bad[0])}, not a "
                                f"{tensor.dtype}")
     _check_item(tensor, shape, at)
+    if tensor.dtype == STRING:
+        return string_array(flat, shape)
     return np.asarray(flat, dtype=np.dtype(tensor.dtype)).reshape(shape)
 
 
@@ -177,6 +187,8 @@ def _flatten(value: Any) -> list[Any]:
 
 
 def _fits_dtype(element: Any, dtype: str) -> bool:
+    if dtype == STRING:
+        return isinstance(element, str)
     if dtype == "bool":
         return isinstance(element, bool)
     if isinstance(element, bool) or not isinstance(element, int | float):

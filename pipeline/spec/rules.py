@@ -35,7 +35,7 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path,
     rules = (input_files_exist, docker_has_a_base_image, *kind.settings_rules,
              port_names_known(kind), *sections, onnx_model_is_onnx, *kind.load_rules,
              load_batch_fits, regression_metrics_known, request_data_matches,
-             replay_log_matches, mixes_go_over_http)
+             replay_log_matches, mixes_go_over_http, text_needs_a_torch_model)
     for rule in rules:
         problems += rule(spec, document, workspace)
     return _issues(document, problems)
@@ -239,6 +239,21 @@ def mixes_go_over_http(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[
             "a replay log" if replay is not None else "a data file"
         yield (("stages", "latency", "protocol"), f"load with {why} is sent over http; grpc "
                "sends a single request")
+
+
+def text_needs_a_torch_model(spec: Spec, _: PositionedDocument, __: Path
+                             ) -> Iterator[Problem]:
+    """String tensors reach a TorchScript or eager model as List[str], through Triton's
+    python backend or TorchServe's handler; nothing else here carries them."""
+    model = spec.model
+    if not any(t.dtype == "string" for t in [*model.inputs, *model.outputs]):
+        return
+    if model.format == "onnx":
+        yield (("model", "format"), "string tensors are served for torchscript and eager "
+               "models (a List[str] in forward); onnx models take numeric tensors here")
+    elif spec.server.backend != "python":       # Triton's; TorchServe runs a handler
+        yield (("server", "backend"), f"string tensors are served by the python backend; "
+               f"backend {spec.server.backend} is not")
 
 
 _BUDGET_RULES: tuple[Rule, ...] = (queue_budget_left, p95_under_p99)

@@ -9,7 +9,8 @@ Decisions:
   top, so it ties with anything at or above it. A candidate without a capacity figure (no
   rate was confirmed) ties with nothing: it is compared on its throughput only.
 - Of the tied, the cheapest is recommended: fewer instances, then less memory (the
-  server's RSS after the latency stage), then the smaller batch and the shorter delay.
+  server's RSS after the latency stage) beyond its noise (MEMORY_NOISE_MB or
+  MEMORY_NOISE_SHARE, whichever is larger), then the smaller batch and the shorter delay.
 - The spec's current config (the baseline) competes like any other: when the best does
   not beat it beyond the noise, the line says so.
 """
@@ -20,6 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.tune.candidate import Candidate
+from pipeline.tune.model import largest_batch
+
+# RSS readings of one config differ between runs by a few MiB (allocator, threads): a
+# difference under this is no difference in cost.
+MEMORY_NOISE_MB = 32.0
+MEMORY_NOISE_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -43,12 +50,27 @@ class Decision:
         return "; ".join(parts)
 
 
-def cost(candidate: Candidate) -> tuple[float, float, int, int]:
-    """What running the config costs, cheapest first."""
-    config = candidate.config
-    memory = candidate.memory_mb
-    return (config.instances, memory if memory is not None else float("inf"),
-            config.max_batch_size, config.max_queue_delay_us)
+def memory_noise_mb(memory_mb: float) -> float:
+    """How far apart two RSS readings of equally costly configs may be: the larger of
+    MEMORY_NOISE_MB and MEMORY_NOISE_SHARE of the reading."""
+    return max(MEMORY_NOISE_MB, MEMORY_NOISE_SHARE * memory_mb)
+
+
+def cheapest(tied: Sequence[Candidate]) -> Candidate:
+    """The config that costs least to run: the fewest instances; of those, the ones whose
+    memory is within its noise of the least (a config without a reading only when none
+    has one); of those, the smaller batch, then the shorter delay. Memory is compared
+    beyond its noise so that two reruns, whose readings differ by a few MiB, order the
+    same configs the same way."""
+    fewest = min(c.config.instances for c in tied)
+    pool = [c for c in tied if c.config.instances == fewest]
+    readings = [c.memory_mb for c in pool if c.memory_mb is not None]
+    if readings:
+        least = min(readings)
+        pool = [c for c in pool if c.memory_mb is not None
+                and c.memory_mb <= least + memory_noise_mb(least)]
+    return min(pool, key=lambda c: (largest_batch(c.config), c.config.max_queue_delay_us,
+                                    -c.throughput, c.config))
 
 
 def tied(first: Candidate, second: Candidate) -> bool:
@@ -66,7 +88,7 @@ def decide(candidates: Sequence[Candidate], baseline: Candidate | None) -> Decis
     ranked = sorted(passing, key=lambda c: (-c.throughput, _p99(c), c.config))
     best = ranked[0]
     ties = tuple(c for c in ranked if c is best or tied(best, c))
-    pick = min(ties, key=lambda c: (*cost(c), -c.throughput))
+    pick = cheapest(ties)
     runner = ranked[1] if len(ranked) > 1 else None
     return Decision(pick, best, ties, _against(best, runner, "next best"),
                     _against_baseline(pick, baseline))

@@ -20,11 +20,12 @@ Decisions:
   (calibration); an unverified family whose calibrated prediction beats the best measured
   throughput is verified next while the budget lasts (at most 2 x verify in all).
 - When the pick is a tie, which configs happened to be verified would decide it: so the
-  family leaders with fewer instances than the pick whose calibrated prediction, with
+  feasible configs with fewer instances than the pick whose calibrated prediction, with
   the model's margin, reaches the low end of the best's interval are verified too, up
-  to `verify` more, whatever the margin pruned them as (`could_tie`). Reruns then find
-  a pick with the fewest instances in the tie, whatever order the exploration ranked
-  them (among as many instances, measured memory decides, as `decide` says).
+  to `verify` more, whatever the family or the margin pruned them as: fewest instances,
+  then the largest batch and the longest delay first (`tie_contender`). Reruns then
+  find a pick with the tie's fewest instances, whatever order the exploration ranked
+  them.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ SAME_THROUGHPUT = 0.02
 class Shortlist:
     ranked: list[Prediction]           # candidates, best predicted first
     pruned: dict[Config, str]          # every other config with its reason
-    leaders: list[Prediction]          # each family's best, the margin's prune included
+    feasible: list[Prediction]         # every config the model says meets the SLO, within
+                                       # the ceilings (whatever the family or margin pruned)
 
 
 def measured_margin(pairs: Sequence[tuple[float, float]]) -> float:
@@ -86,7 +88,6 @@ def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
                     f"same family as {leader.config.label}, predicted "
                     f"{member.throughput_rps:,.0f}/s vs {leader.throughput_rps:,.0f}/s")
     leaders.sort(key=lambda p: (-p.throughput_rps, p.config))
-    every_leader = list(leaders)
     if leaders:
         floor = leaders[0].throughput_rps * (1 - margin)
         for leader in leaders[max(keep, 1):]:
@@ -96,12 +97,13 @@ def shortlist(predictions: Sequence[Prediction], max_memory_mb: float | None,
                     f"{leaders[0].throughput_rps:,.0f}/s beyond the model's ±"
                     f"{margin:.0%}")
         leaders = [p for p in leaders if p.config not in pruned]
-    return Shortlist(leaders, pruned, every_leader)
+    return Shortlist(leaders, pruned, alive)
 
 
 def cheaper(config: Config, than: Config) -> bool:
-    """Surely costs less to run, before measuring: fewer instances. (Among as many
-    instances the tie goes to the less memory, which only a measurement tells.)"""
+    """Surely costs less to run, before measuring: fewer instances. (A batch size or a delay
+    costs nothing to run; among as many instances the less memory is cheaper, which only
+    a measurement tells: `decide.cheapest`.)"""
     return config.instances < than.instances
 
 
@@ -112,17 +114,22 @@ def could_tie(prediction: Prediction, low_rps: float, calibration: float,
     return prediction.throughput_rps * calibration * (1 + margin) >= low_rps
 
 
-def tie_contender(leaders: Sequence[Prediction], measured: Collection[Config], pick: Config,
+def tie_contender(feasible: Sequence[Prediction], measured: Collection[Config], pick: Config,
                   best_low_rps: float, calibration: float,
                   margin: float) -> Prediction | None:
-    """The next config to verify so that a tie's cheapest member is found: of the family
-    leaders not yet measured, cheaper than the pick and able to reach the best's interval
-    (`could_tie`), the fewest instances, then the highest prediction."""
-    options = [p for p in leaders
+    """The next config to verify so that a tie's cheapest member is found: of the feasible
+    configs not yet measured, with fewer instances than the pick (`cheaper`) and able to
+    reach the best's interval (`could_tie`), the fewest instances, then the largest batch,
+    then the longest delay: the one most likely to keep up (measured here, open-loop
+    capacity grew with both), so the one most likely to join the tie and pass its gates on
+    a busy machine too. The order is the configs' own, not the predictions': two
+    predictions that differ by the exploration's noise would otherwise send two reruns to
+    two different configs."""
+    options = [p for p in feasible
                if p.config not in measured and cheaper(p.config, pick)
                and could_tie(p, best_low_rps, calibration, margin)]
-    return min(options, key=lambda p: (p.config.instances, -p.throughput_rps, p.config),
-               default=None)
+    return min(options, key=lambda p: (p.config.instances, -largest_batch(p.config),
+                                       -p.config.max_queue_delay_us, p.config), default=None)
 
 
 def closest_when_none_fit(predictions: Sequence[Prediction]) -> Prediction | None:

@@ -64,8 +64,9 @@ class TuneOutcome:
     observations: list[Observation] = field(default_factory=list)
     fits: list[InstanceFit] = field(default_factory=list)
     predictions: list[Prediction] = field(default_factory=list)
-    # Each family's best prediction (`prune.shortlist`): where a tie's cheaper members are.
-    leaders: list[Prediction] = field(default_factory=list)
+    # Every prediction that meets the SLO within the ceilings (`prune.shortlist`): where a
+    # tie's cheaper members are looked for.
+    feasible: list[Prediction] = field(default_factory=list)
     pruned: dict[Config, str] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
     exploration_failures: dict[str, str] = field(default_factory=dict)
@@ -199,7 +200,7 @@ def _prune(outcome: TuneOutcome, settings: TuneSettings) -> None:
     chosen = shortlist(outcome.predictions, settings.max_memory_mb, settings.max_gpu_memory_mb,
                        keep=settings.verify, margin=outcome.model_margin)
     outcome.pruned.update(chosen.pruned)
-    outcome.leaders = chosen.leaders
+    outcome.feasible = chosen.feasible
     if outcome.baseline is not None:
         outcome.pruned.pop(outcome.baseline.config, None)
 
@@ -259,7 +260,7 @@ def _settle_tie(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcom
         pick, best = decision.pick, decision.best
         if pick is None or best is None or best.capacity is None:
             break
-        choice = tie_contender(outcome.leaders, {c.config for c in outcome.measured},
+        choice = tie_contender(outcome.feasible, {c.config for c in outcome.measured},
                                pick.config, best.capacity.low_rps, outcome.calibration,
                                outcome.model_margin)
         if choice is None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pipeline.digest import sha256_bytes
-from pipeline.errors import StoreError
+from pipeline.errors import ConflictError, StoreError
 from pipeline.release.manifest import (
     BlobSource,
     publish_release,
@@ -42,6 +43,45 @@ def test_large_blobs_go_multipart_with_checksums(store: S3Store, tmp_path: Path)
     assert head["ETag"].strip('"').endswith("-9")     # 70 MiB in 8 MiB parts
     assert head["Metadata"]["sha256"] == digest
     assert store.verify_blob(digest) is None
+
+
+def test_a_large_layout_file_is_created_once_in_parts_and_checked_by_its_checksum(
+        store: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A serving layout's large file: create-only in checksummed parts, S3's composite
+    checksum kept, and the check before a pointer moves is one HEAD against it."""
+    big = tmp_path / "model.pt"
+    big.write_bytes(os.urandom(70 * 2**20))
+    digest = hashlib.sha256(big.read_bytes()).hexdigest()
+    key = "serving/demo/r1/demo/1/model.pt"
+    record = store.create_file(key, big, digest)
+    assert record is not None and record["bytes"] == str(70 * 2**20)
+    assert record["checksum_sha256"].endswith("-9")          # 70 MiB in 8 MiB parts
+    with pytest.raises(ConflictError, match="already exists"):
+        store.create_file(key, big, digest)
+    assert not store.client.list_multipart_uploads(Bucket=store.bucket).get("Uploads")
+    reads: list[dict[str, Any]] = []
+    real_get = store.client.get_object
+
+    def counted_get(**kwargs: Any) -> Any:
+        reads.append(kwargs)
+        return real_get(**kwargs)
+
+    monkeypatch.setattr(store.client, "get_object", counted_get)
+    assert store.check_file(key, digest, record) is None
+    assert reads == []                                      # no byte was downloaded
+    # Replaced behind the store, same size, the digest forged in the metadata: S3's own
+    # checksum is not the one kept at publish.
+    store.client.put_object(Bucket=store.bucket, Key=store._key(key), Body=os.urandom(70 * 2**20),
+                            Metadata={"sha256": digest}, ChecksumAlgorithm="SHA256")
+    problem = store.check_file(key, digest, record)
+    assert problem is not None and "is not the one published" in problem
+    # A small file is one PUT, nothing kept: its check re-hashes it.
+    small = tmp_path / "config.pbtxt"
+    small.write_bytes(b"name: \"demo\"\n")
+    small_key = "serving/demo/r1/demo/config.pbtxt"
+    assert store.create_file(small_key, small, sha256_bytes(small.read_bytes())) is None
+    assert store.check_file(small_key, sha256_bytes(small.read_bytes())) is None
+    assert "is corrupt" in (store.check_file(small_key, sha256_bytes(b"other")) or "")
 
 
 def test_a_same_size_replacement_with_forged_metadata_is_refused(store: S3Store) -> None:

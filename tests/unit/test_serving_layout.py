@@ -4,6 +4,7 @@ pointer moves onto the release."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -76,11 +77,11 @@ def test_an_edited_or_missing_layout_file_fails_the_check_before_a_pointer_moves
     first, second = sorted(layout_files(release.manifest))[:2]
     (beside / first).write_bytes(b"edited after publish")
     (beside / second).unlink()
+    prefix = layout_prefix(release.loaded.spec.name, release.release_id)
+    edited = hashlib.sha256(b"edited after publish").hexdigest()
     assert verify_release(release.store, release.manifest) == [
-        f"serving layout {first}: does not match its digest "
-        f"{layout_files(release.manifest)[first][:12]}",
-        f"serving layout {second}: missing at "
-        f"{layout_prefix(release.loaded.spec.name, release.release_id)}/{second}"]
+        f"serving layout: {prefix}/{first} is corrupt (sha256 {edited[:12]})",
+        f"serving layout: {prefix}/{second} is missing"]
     found = verify_store(release.store).problems
     assert [p for p in found if "serving layout" in p] == [
         f"release {release.loaded.spec.name}/{release.release_id} {problem}"
@@ -107,8 +108,8 @@ def test_a_release_whose_layout_was_edited_is_not_promoted(
     assert exited.value.code not in (0, None)
     shown = capsys.readouterr().err
     [line] = shown.strip().splitlines()
-    assert line.startswith("error: ") and "serving layout fraud-mlp/config.pbtxt: does not " \
-        "match its digest" in line, shown
+    assert line.startswith("error: ") and "serving layout: serving/fraud-mlp/" in line and \
+        "/fraud-mlp/config.pbtxt is corrupt (sha256 " in line, shown
     pointer = release.store.read("environments/fraud-mlp/production.json")
     assert pointer is None or release.release_id not in json.loads(pointer).get("current", "")
     assert release.store.read(manifest_key("fraud-mlp", release.release_id)) is not None

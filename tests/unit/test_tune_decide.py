@@ -105,32 +105,45 @@ def test_the_record_holds_the_baseline_the_tie_and_each_capacity(project: Path) 
     assert [row[-1] for row in rows] == ["tied with the best", "tied with the best", "winner"]
 
 
-def _predicted(instances: int, batch: int, rps: float) -> Prediction:
-    return Prediction(Config("cpu", instances, batch, 1000), rps, rps, 10.0, None, True)
+def _predicted(instances: int, batch: int, rps: float, delay_us: int = 1000) -> Prediction:
+    return Prediction(Config("cpu", instances, batch, delay_us), rps, rps, 10.0, None, True)
 
 
 def test_a_tie_is_settled_by_its_cheapest_member_whatever_was_verified_first() -> None:
     """The ranking verified only two-instance configs, all lower bounds tied with each
-    other; the one-instance leaders that could reach the best's low end are checked next,
-    the highest prediction first, even one the margin pruned."""
+    other; the one-instance configs that could reach the best's low end are checked next,
+    the largest batch and the longest delay first, even one its family or the margin
+    pruned."""
     best = candidate(2, 560.0, None, batch=64)
     tied = candidate(2, 560.0, None, batch=32)
-    leaders = [_predicted(2, 64, 2000.0), _predicted(2, 32, 1900.0),
-               _predicted(1, 32, 900.0), _predicted(1, 64, 950.0), _predicted(1, 1, 200.0),
-               _predicted(2, 8, 700.0)]
-    pick = decide([best, tied], None).pick
-    assert pick is tied
+    feasible = [_predicted(2, 64, 2000.0), _predicted(2, 32, 1900.0),
+                _predicted(1, 32, 990.0), _predicted(1, 64, 950.0), _predicted(1, 1, 200.0),
+                _predicted(1, 64, 900.0, delay_us=2000), _predicted(2, 8, 700.0)]
+    assert decide([best, tied], None).pick is tied
     measured = {best.config, tied.config}
-    first = tie_contender(leaders, measured, tied.config, 560.0, 1.0, 0.3)
-    assert first is not None and first.config == Config("cpu", 1, 64, 1000)
+    # The configs' own order, not the predictions' (990/s against 900/s is the
+    # exploration's noise): reruns check the same config.
+    first = tie_contender(feasible, measured, tied.config, 560.0, 1.0, 0.3)
+    assert first is not None and first.config == Config("cpu", 1, 64, 2000)
     # 200/s x 1.3 cannot reach 560/s: never checked; nor is a two-instance config, which
-    # is no cheaper than the pick. With a calibration of 0.4 no one-instance leader
-    # reaches it either (950 x 0.4 x 1.3 = 494/s).
-    assert tie_contender(leaders, measured | {first.config, Config("cpu", 1, 32, 1000)},
-                         tied.config, 560.0, 1.0, 0.3) is None
-    assert tie_contender(leaders, measured, tied.config, 560.0, 0.4, 0.3) is None
+    # is no cheaper than the pick. With a calibration of 0.4 no one-instance config
+    # reaches it either (990 x 0.4 x 1.3 = 515/s).
+    ones = {Config("cpu", 1, 32, 1000), Config("cpu", 1, 64, 1000), first.config}
+    assert tie_contender(feasible, measured | ones, tied.config, 560.0, 1.0, 0.3) is None
+    assert tie_contender(feasible, measured, tied.config, 560.0, 0.4, 0.3) is None
     # Once a one-instance config is measured and ties, it is the pick, and nothing with
     # as many instances is checked for it: measured memory decides among those.
     one = candidate(1, 560.0, None, batch=64)
     assert decide([best, tied, one], None).pick is one
-    assert tie_contender(leaders, measured | {one.config}, one.config, 560.0, 1.0, 0.3) is None
+    assert tie_contender(feasible, measured | {one.config}, one.config, 560.0, 1.0,
+                         0.3) is None
+
+
+def test_memory_decides_only_beyond_its_noise() -> None:
+    """Two reruns read a config's RSS a few MiB apart: within the noise the smaller batch
+    is the cheaper, whichever read less; beyond it, the less memory."""
+    small = candidate(1, 560.0, None, memory=512.0, batch=16)
+    large = candidate(1, 560.0, None, memory=505.0, batch=64)
+    assert decide([small, large], None).pick is small
+    lean = candidate(1, 560.0, None, memory=400.0, batch=64)
+    assert decide([small, lean], None).pick is lean

@@ -116,19 +116,46 @@ class LocalStore:
 
     def verify_blob(self, digest: str) -> str | None:
         """None if the blob is there and intact, else what is wrong."""
-        path = self._path(blob_key(digest))
+        return self._verify_file(self._path(blob_key(digest)), f"blob {digest[:12]}", digest)
+
+    @staticmethod
+    def _verify_file(path: Path, label: str, digest: str) -> str | None:
         hasher = hashlib.sha256()
         try:
             with path.open("rb") as handle:
                 while chunk := handle.read(CHUNK):
                     hasher.update(chunk)
         except FileNotFoundError:
-            return f"blob {digest[:12]} is missing"
+            return f"{label} is missing"
         except OSError as exc:
-            return f"blob {digest[:12]} cannot be read: {exc.strerror}"
+            return f"{label} cannot be read: {exc.strerror}"
         if hasher.hexdigest() != digest:
-            return f"blob {digest[:12]} is corrupt (sha256 {hasher.hexdigest()[:12]})"
+            return f"{label} is corrupt (sha256 {hasher.hexdigest()[:12]})"
         return None
+
+    def create_file(self, key: str, path: Path, digest: str) -> dict[str, str] | None:
+        """`path` copied in create-only under `key`, streamed and hashed on the way (a
+        file system computes no checksum of its own: None, nothing to keep)."""
+        final = self._path(key)
+        with self._errors(f"create {key}"):
+            temp = self._temp(final)
+            try:
+                copied = _copy_hashing(path, temp, durable=True)
+                if copied != digest:
+                    raise StoreError(f"{path} changed while it was published: sha256 "
+                                     f"{copied[:12]} is not {digest[:12]}")
+                os.link(temp, final)
+                self._fsync_dir(final.parent)
+            except FileExistsError:
+                raise ConflictError(f"store {self.url}: {key} already exists") from None
+            finally:
+                temp.unlink(missing_ok=True)
+        return None
+
+    def check_file(self, key: str, digest: str,
+                   recorded: dict[str, str] | None = None) -> str | None:
+        """A file `create_file` wrote, re-hashed (streamed)."""
+        return self._verify_file(self._path(key), key, digest)
 
     def check_blob(self, digest: str, size: int, recorded: str | None = None) -> str | None:
         """Before a pointer moves. A local file system computes no checksum of its own, and

@@ -45,6 +45,7 @@ from pipeline.release.store.s3_checksum import (
     store_answer,
     stored_record,
 )
+from pipeline.release.store.s3_multipart import upload_create_only
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -242,24 +243,66 @@ class S3Store:
         A single-part blob (under 64 MiB) is downloaded and re-hashed: its checksum is one
         the uploader sends, and not every S3 API checks it (moto 5 keeps any value).
         Where S3 reports no usable checksum, the blob is re-hashed too."""
-        if size < MULTIPART_THRESHOLD:
-            return self.verify_blob(digest)
+        return self._check_object(blob_key(digest), f"blob {digest[:12]}", digest, size,
+                                  recorded)
+
+    def _check_object(self, key: str, label: str, digest: str, size: int | None,
+                      recorded: str | None) -> str | None:
+        """check_blob's check for any key: one HEAD where a multipart checksum was
+        recorded, else the object streamed and re-hashed."""
+        if size is None or size < MULTIPART_THRESHOLD or not recorded:
+            return self._verify_object(key, label, digest)
         try:
-            head = self._head(digest)
+            head = self._head_object(key, f"check {label}", checksum=True)
         except StoreError as error:
             return str(error)
         if head is None:
-            return f"blob {digest[:12]} is missing"
+            return f"{label} is missing"
         if head.get("ContentLength") != size:
-            return f"blob {digest[:12]} has {head.get('ContentLength')} bytes, not {size}"
+            return f"{label} has {head.get('ContentLength')} bytes, not {size}"
         answer = store_answer(head)
-        if not recorded or answer is None:
-            return self.verify_blob(digest)
+        if answer is None:
+            return self._verify_object(key, label, digest)
         if answer != recorded:
-            return (f"blob {digest[:12]} is not the one published (S3 SHA-256 checksum "
+            return (f"{label} is not the one published (S3 SHA-256 checksum "
                     f"{answer} differs from {recorded} recorded at publish; replaced in the "
                     "bucket?)")
         return None
+
+    def create_file(self, key: str, path: Path, digest: str) -> dict[str, str] | None:
+        """`path` written create-only under `key`. A file under 64 MiB is one PUT (None:
+        nothing store-computed to keep, its check re-hashes it); a larger one is uploaded
+        in parts (s3_multipart) and S3's composite checksum, checked against our bytes,
+        is returned to be kept, so that later checks need one HEAD, not a download."""
+        size = path.stat().st_size
+        if size < MULTIPART_THRESHOLD:
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise StoreError(f"{path} changed while it was published")
+            self.create(key, data)
+            return None
+        try:
+            upload_create_only(self.client, self.bucket, self._key(key), path, digest)
+        except ClientError as error:
+            if _is_precondition(error):
+                raise ConflictError(f"store {self.url}: {key} already exists") from None
+            raise self._fail(f"create {key}", error) from None
+        except BotoCoreError as error:
+            raise self._fail(f"create {key}", error) from None
+        head = self._head_object(key, f"check {key}", checksum=True)
+        answer = None if head is None else store_answer(head)
+        expected = expected_checksum(path, digest, size)
+        if head is None or answer not in (None, expected):
+            raise StoreError(f"store {self.url}: {key} does not hold the bytes just uploaded "
+                             f"(S3 SHA-256 checksum {answer}, expected {expected})")
+        return {"bytes": str(size), **stored_record(head)} if answer else None
+
+    def check_file(self, key: str, digest: str,
+                   recorded: dict[str, str] | None = None) -> str | None:
+        """A file `create_file` wrote, against its digest and what it returned."""
+        size = int(recorded["bytes"]) if recorded and recorded.get("bytes") else None
+        checksum = recorded.get("checksum_sha256") if recorded else None
+        return self._check_object(key, key, digest, size, checksum or None)
 
     def caller_identity(self) -> dict[str, str]:
         """Who the store's credentials belong to, as STS answers (boto3's standard chain and
@@ -277,23 +320,26 @@ class S3Store:
 
     def verify_blob(self, digest: str) -> str | None:
         """Stream the blob and hash it; None when intact."""
+        return self._verify_object(blob_key(digest), f"blob {digest[:12]}", digest)
+
+    def _verify_object(self, key: str, label: str, digest: str) -> str | None:
         hasher = hashlib.sha256()
         try:
-            body = self.client.get_object(Bucket=self.bucket, Key=self._key(blob_key(digest)))
+            body = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
             for chunk in body["Body"].iter_chunks(CHUNK):
                 hasher.update(chunk)
         except ClientError as error:
             if _is_missing(error):
-                return f"blob {digest[:12]} is missing"
-            return str(self._fail(f"read blob {digest[:12]}", error))
+                return f"{label} is missing"
+            return str(self._fail(f"read {label}", error))
         except FlexibleChecksumError:
             # botocore checks the bytes it read against the checksum the object carries.
-            return (f"blob {digest[:12]} is corrupt (its bytes do not match the checksum "
+            return (f"{label} is corrupt (its bytes do not match the checksum "
                     "stored with it)")
         except BotoCoreError as error:
-            return str(self._fail(f"read blob {digest[:12]}", error))
+            return str(self._fail(f"read {label}", error))
         if hasher.hexdigest() != digest:
-            return f"blob {digest[:12]} is corrupt (sha256 {hasher.hexdigest()[:12]})"
+            return f"{label} is corrupt (sha256 {hasher.hexdigest()[:12]})"
         return None
 
     # ------------------------------------------------------------------ keys

@@ -9,7 +9,9 @@ request gets its own 400 while the others in the same batch are answered.
 
 Request bodies: JSON {"inputs": {name: {"shape": [n, ...], "dtype": "float32",
 "data": [...flat...]}}}, or a raw .npy (one input) / .npz (by input name)
-body. Replies use the request's format. TorchServe allows one class per
+body. A string input ("dtype": "string") comes as JSON strings and reaches the
+model as UTF-8 bytes (a List[str] in forward). Replies use the request's format,
+or JSON when an output is a string. TorchServe allows one class per
 handler file, so bad requests are signalled with return values, not exceptions.
 """
 
@@ -78,7 +80,8 @@ def _decode(item, spec):
         if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
             return "json", f"input '{name}': shape {shape!r} is not a list of sizes"
         try:
-            flat = np.asarray(tensor.get("data"), dtype=declared or "float32")
+            flat = _texts(tensor.get("data")) if declared == "string" else \
+                np.asarray(tensor.get("data"), dtype=declared or "float32")
         except (TypeError, ValueError) as exc:
             return "json", f"input '{name}': bad data: {exc}"
         if flat.size != int(np.prod(shape)):
@@ -98,8 +101,9 @@ def _check(arrays, spec):
     items = None
     for tensor in spec["inputs"]:
         array = arrays[tensor["name"]]
-        if str(array.dtype) != tensor["dtype"]:
-            return f"input '{tensor['name']}': dtype {array.dtype}, expected {tensor['dtype']}"
+        if _dtype_name(array) != tensor["dtype"]:
+            return (f"input '{tensor['name']}': dtype {_dtype_name(array)}, expected "
+                    f"{tensor['dtype']}")
         if array.ndim != len(tensor["shape"]) + 1 or any(
                 declared not in (-1, size)
                 for declared, size in zip(tensor["shape"], array.shape[1:], strict=True)):
@@ -115,11 +119,39 @@ def _check(arrays, spec):
     return None
 
 
+def _texts(data):
+    """A JSON list of strings as a string tensor's flat elements (UTF-8 bytes)."""
+    if not isinstance(data, list) or not all(isinstance(e, str) for e in data):
+        raise ValueError("a string input's data is a list of JSON strings")
+    flat = np.empty(len(data), dtype=np.object_)
+    flat[:] = [e.encode("utf-8") for e in data]
+    return flat
+
+
+def _dtype_name(array):
+    return "string" if array.dtype.char in "OSU" else str(array.dtype)
+
+
+def _json_data(array):
+    if array.dtype.char in "OSU":
+        return [e.decode("utf-8") if isinstance(e, bytes) else str(e)
+                for e in array.reshape(-1).tolist()]
+    return array.reshape(-1).tolist()
+
+
+def _zeros(shape, dtype):
+    if dtype != "string":
+        return np.zeros(shape, dtype=dtype)
+    array = np.empty(shape, dtype=np.object_)
+    array.fill(b"")
+    return array
+
+
 def _encode(fmt, outputs, spec):
-    if fmt == "json":
+    # Text has no .npy form without pickle: a model with a string output answers JSON.
+    if fmt == "json" or any(a.dtype.char in "OSU" for a in outputs):
         return json.dumps({"outputs": {
-            t["name"]: {"shape": list(a.shape), "dtype": str(a.dtype),
-                        "data": a.reshape(-1).tolist()}
+            t["name"]: {"shape": list(a.shape), "dtype": _dtype_name(a), "data": _json_data(a)}
             for t, a in zip(spec["outputs"], outputs, strict=True)}}), "application/json"
     buffer = io.BytesIO()
     if fmt == "npy" and len(outputs) == 1:
@@ -156,7 +188,7 @@ class ServePipelineHandler:
             trusted=bool(self.spec.get("trusted")), threads=1)
         for size in self.spec.get("sizes", [None]):
             for items in (1, self.spec["max_items"]):
-                self.model([np.zeros((items, *_sized(t["shape"], size)), dtype=t["dtype"])
+                self.model([_zeros((items, *_sized(t["shape"], size)), t["dtype"])
                             for t in self.spec["inputs"]])
 
     def handle(self, data, context):

@@ -62,6 +62,22 @@ class TritonPythonModel:
             [pb_utils.get_input_tensor_by_name(r, n).as_numpy() for n in self.input_names]
             for r in requests
         ]
+        # Triton checks shapes and dtypes, not that BYTES hold text: a request whose
+        # strings are not UTF-8 gets its own 400, and the rest of the batch runs.
+        problems = [_not_text(arrays, self.input_names) for arrays in per_request]
+        good = [index for index, problem in enumerate(problems) if problem is None]
+        responses = [
+            None if problem is None else pb_utils.InferenceResponse(
+                error=pb_utils.TritonError(problem, pb_utils.TritonError.INVALID_ARG))
+            for problem in problems
+        ]
+        if good:
+            answered = self._run_requests([per_request[index] for index in good])
+            for index, response in zip(good, answered, strict=True):
+                responses[index] = response
+        return responses
+
+    def _run_requests(self, per_request):
         sizes = [arrays[0].shape[0] for arrays in per_request]
         stacked = [
             np.concatenate([arrays[i] for arrays in per_request])
@@ -79,3 +95,16 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
             offset += size
         return responses
+
+
+def _not_text(arrays, names):
+    """What is wrong with a request's string inputs, or None when every one is UTF-8."""
+    for name, array in zip(names, arrays, strict=True):
+        if array.dtype != np.object_:
+            continue
+        for element in array.reshape(-1).tolist():
+            try:
+                element.decode("utf-8") if isinstance(element, bytes) else str(element)
+            except UnicodeDecodeError as exc:
+                return f"input '{name}': not UTF-8 text: {exc}"
+    return None

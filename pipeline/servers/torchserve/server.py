@@ -37,6 +37,7 @@ from pipeline.servers.environment import server_environment
 from pipeline.servers.model_processes import ModelProcesses
 from pipeline.servers.process import ManagedProcess
 from pipeline.servers.reconfiguration import swap_config
+from pipeline.servers.torchserve.json_tensors import from_json_tensor, json_tensor
 from pipeline.servers.torchserve.properties import (
     render_properties,
 )
@@ -48,6 +49,7 @@ from pipeline.spec.models import (
     LoadedSpec,
     ProbeName,
 )
+from pipeline.spec.strings import STRING, is_string
 
 # ---------------------------------------------------------------- the process
 
@@ -140,6 +142,12 @@ class TorchServeEndpoint(EndpointLifecycle):
     # ---- inference
 
     def infer_request(self, batch: Batch) -> HttpRequest:
+        if any(is_string(array) for array in batch.values()):
+            # .npy cannot carry text without pickle, which the handler refuses: JSON.
+            body = {"inputs": {name: json_tensor(array) for name, array in batch.items()}}
+            return HttpRequest("POST", f"{self.inference_url}/predictions/{self.model_name}",
+                               json.dumps(body).encode(),
+                               {"Content-Type": "application/json", **self._auth("inference")})
         buffer = io.BytesIO()
         if len(batch) == 1:
             np.save(buffer, next(iter(batch.values())), allow_pickle=False)
@@ -161,8 +169,7 @@ class TorchServeEndpoint(EndpointLifecycle):
         names = [t.name for t in self.spec.model.outputs]
         if "json" in content_type:
             body = json.loads(response.body)["outputs"]
-            return {name: np.asarray(tensor["data"], dtype=np.dtype(tensor["dtype"]))
-                    .reshape(tensor["shape"]) for name, tensor in body.items()}
+            return {name: from_json_tensor(tensor) for name, tensor in body.items()}
         if response.body[:6] == b"\x93NUMPY":
             return {names[0]: np.load(io.BytesIO(response.body), allow_pickle=False)}
         with np.load(io.BytesIO(response.body), allow_pickle=False) as archive:
@@ -178,6 +185,12 @@ class TorchServeEndpoint(EndpointLifecycle):
         if probe == "oversized_body":
             first = model.inputs[0]
             one = first.item_shape(size)
+            if first.dtype == STRING:
+                body = {"inputs": {first.name: {"shape": [1, *one], "dtype": STRING,
+                                                "data": ["a" * OVERSIZED_BODY_BYTES]}}}
+                return HttpRequest("POST", url, json.dumps(body).encode(),
+                                   {"Content-Type": "application/json",
+                                    **self._auth("inference")})
             item = int(np.prod(one)) * np.dtype(NUMPY_DTYPES[first.dtype]).itemsize
             rows = max(1, OVERSIZED_BODY_BYTES // item)
             buffer = io.BytesIO()
@@ -204,8 +217,8 @@ class TorchServeEndpoint(EndpointLifecycle):
             if position == 0 and probe == "wrong_dtype":
                 dtype = "int32" if dtype.startswith("float") else "float32"
             values = int(np.prod(shape))
-            inputs[tensor.name] = {"shape": shape, "dtype": dtype,
-                                   "data": [0] * values if dtype != "bool" else [False] * values}
+            filler: Any = False if dtype == "bool" else "a" if dtype == STRING else 0
+            inputs[tensor.name] = {"shape": shape, "dtype": dtype, "data": [filler] * values}
         name = f"{self.model_name}-does-not-exist" if probe == "unknown_model" else \
             self.model_name
         return HttpRequest("POST", f"{self.inference_url}/predictions/{name}",

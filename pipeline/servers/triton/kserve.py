@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 from tritonclient.grpc import service_pb2
 from tritonclient.http import InferenceServerClient, InferInput, InferRequestedOutput
+from tritonclient.utils import serialize_byte_tensor
 
 from pipeline.errors import ServerError
-from pipeline.model.tensors import NUMPY_DTYPES, WIRE_DTYPES, Array, Batch, misshapen
+from pipeline.model.tensors import WIRE_DTYPES, Array, Batch, misshapen, zeros
 from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ModelSpec, ProbeName
+from pipeline.spec.strings import is_string, normalized
 
 
 def encode_infer(base_url: str, model: str, batch: Batch, dtypes: Mapping[str, str],
@@ -41,11 +43,20 @@ def grpc_infer(target: str, model: str, batch: Batch, dtypes: Mapping[str, str],
     request = service_pb2.ModelInferRequest(model_name=model)
     for name, array in batch.items():
         request.inputs.add(name=name, datatype=WIRE_DTYPES[dtypes[name]], shape=list(array.shape))
-        request.raw_input_contents.append(np.ascontiguousarray(array).tobytes())
+        request.raw_input_contents.append(raw_contents(array))
     for name in output_names:
         request.outputs.add(name=name)
     return GrpcRequest(target, "/inference.GRPCInferenceService/ModelInfer",
                        request.SerializeToString())
+
+
+def raw_contents(array: Array) -> bytes:
+    """A tensor's raw bytes as KServe v2 carries them: BYTES elements each after a 4-byte
+    little-endian length, any other dtype as its packed values."""
+    if is_string(array):
+        serialized = serialize_byte_tensor(normalized(array))
+        return bytes(serialized.item()) if serialized.size else b""
+    return np.ascontiguousarray(array).tobytes()
 
 
 def decode_outputs(body: bytes, headers: Mapping[str, str]) -> dict[str, Array]:
@@ -55,7 +66,7 @@ def decode_outputs(body: bytes, headers: Mapping[str, str]) -> dict[str, Array]:
         result = InferenceServerClient.parse_response_body(
             body, header_length=int(header_length) if header_length else None)
         response: dict[str, Any] = result.get_response()
-        return {out["name"]: np.asarray(result.as_numpy(out["name"]))
+        return {out["name"]: normalized(np.asarray(result.as_numpy(out["name"])))
                 for out in response.get("outputs", [])}
     except Exception as exc:  # any bytes can arrive here: whatever fails, the answer is bad
         raise ServerError(f"the server's answer could not be decoded: "
@@ -76,7 +87,8 @@ def _json_inputs(model: ModelSpec, count: int, size: int | None, *, misshape: bo
             wire = "INT32" if wire.startswith(("FP", "BOOL")) else "FP32"
         values = int(np.prod(shape))
         data: list[Any] = [False] * values if wire == "BOOL" else (
-            [0.5] * values if wire.startswith("FP") else [1] * values)
+            [0.5] * values if wire.startswith("FP") else
+            ["a"] * values if wire == "BYTES" else [1] * values)
         inputs.append({"name": tensor.name, "shape": shape, "datatype": wire, "data": data})
     return inputs
 
@@ -102,8 +114,7 @@ def probe_request(base_url: str, model_name: str, model: ModelSpec, max_batch_si
         inputs[0]["shape"] = [1, DECLARED_HUGE_BYTES // 4]
     elif probe == "oversized_body":
         # One valid item in the binary form, followed by far more bytes than it declares.
-        batch = {t.name: np.zeros((1, *t.item_shape(size)), dtype=NUMPY_DTYPES[t.dtype])
-                 for t in model.inputs}
+        batch = {t.name: zeros(t, (1, *t.item_shape(size))) for t in model.inputs}
         valid = encode_infer(base_url, model_name, batch,
                              {t.name: t.dtype for t in model.inputs},
                              [t.name for t in model.outputs])
