@@ -266,3 +266,18 @@ def test_the_buckets_are_judged_as_a_few_windows_of_consecutive_buckets() -> Non
     assert windows[0].histogram.get_max_value() < windows[-1].histogram.get_min_value()
     few = judged_windows([*buckets[:3], LoadResult(1.0)])
     assert [w.requests for w in few] == [10, 10, 10]      # an empty bucket is left out
+
+
+def test_a_log_of_text_requests_holds_each_string_and_its_length(tmp_path: Path) -> None:
+    tokens = TensorSpec(name="tokens", dtype="int64", shape=[-1])
+    text = TensorSpec(name="text", dtype="string", shape=[1])
+    path = log_file(tmp_path, {"t": 0.0, "inputs": {"tokens": [5, 8], "text": "late parcel"}},
+                    {"t": 0.1, "inputs": {"tokens": [1, 2, 3], "text": "refund"}})
+    log = read_replay_log(path, "requests.jsonl", [tokens, text])
+    assert log.requests is not None
+    assert [request["tokens"].shape for request in log.requests] == [(1, 2), (1, 3)]
+    assert [request["text"].shape for request in log.requests] == [(1, 1), (1, 1)]
+    assert log.sizes == ["2", "3"]
+    bad = log_file(tmp_path, {"t": 0.0, "inputs": {"tokens": [5], "text": 3}})
+    with pytest.raises(RequestDataError, match=r"requests\.jsonl:1: 'text' holds 3"):
+        read_replay_log(bad, "requests.jsonl", [tokens, text])
