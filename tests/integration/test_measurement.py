@@ -146,8 +146,9 @@ def test_measure_a_running_triton(triton: tuple[ModelServer, LoadedSpec],
     record = latest_record(project)
     statuses = {s["name"]: s["status"] for s in record["stages"]}
     assert statuses == {"build": "skipped", "start": "skipped", "readiness": "passed",
-                        "parity": "passed", "latency": "passed", "saturation": "skipped",
-                        "regression": "skipped", "publish": "skipped"}
+                        "parity": "passed", "latency": "passed", "replay": "skipped",
+                        "saturation": "skipped", "regression": "skipped",
+                        "publish": "skipped"}
     latency = next(s for s in record["stages"] if s["name"] == "latency")
     assert "server_rss_mb" not in latency["metrics"]
     assert latency["details"]["memory"].startswith("not measured")
