@@ -10,12 +10,11 @@ from dataclasses import dataclass
 
 from pipeline.errors import UsageError
 from pipeline.measure.open_loop import Phase
-from pipeline.measure.targets import spec_target
-from pipeline.request_types import GrpcRequest, HttpRequest, RequestMix
+from pipeline.measure.targets import data_mix, spec_target
+from pipeline.request_types import GrpcRequest, RequestMix
 from pipeline.servers.base import ModelServer
 from pipeline.spec.models import LoadedSpec
 from pipeline.spec.replay_log import ReplayLog
-from pipeline.spec.request_data import RequestDataError, read_request_data
 
 MAX_BUCKETS = 120
 MIN_BUCKETS = 10
@@ -68,23 +67,14 @@ def replay_target(loaded: LoadedSpec, server: ModelServer, log: ReplayLog) -> Re
     replay = spec.stages.replay
     data = (replay.data if replay is not None else None) or spec.stages.latency.data
     if data is not None:
-        try:
-            read = read_request_data(loaded.resolve(data), data, spec.model.inputs,
-                                     spec.stages.latency.batch_size)
-        except RequestDataError as error:
-            raise UsageError(str(error)) from None
-        count = len(read.requests)
-        return RequestMix(tuple(server.infer_request(batch) for batch in read.requests),
-                          tuple(read.sizes), tuple(index % count for index in range(requests)))
-    target = spec_target(loaded, server)
-    if isinstance(target, RequestMix):
-        return RequestMix(target.requests, target.sizes,
-                          tuple(target.order[index % len(target.order)]
-                                for index in range(requests)))
-    if isinstance(target, GrpcRequest):
-        raise UsageError("stages.replay is sent over http (stages.latency.protocol: http)")
-    single: HttpRequest = target
-    return RequestMix((single,), (None,), (0,) * requests)
+        mix = data_mix(loaded, server, data, "in_order")
+    else:
+        target = spec_target(loaded, server)
+        if isinstance(target, GrpcRequest):
+            raise UsageError("stages.replay is sent over http (stages.latency.protocol: http)")
+        mix = target if isinstance(target, RequestMix) else RequestMix((target,), (None,), (0,))
+    return RequestMix(mix.requests, mix.sizes,
+                      tuple(mix.order[index % len(mix.order)] for index in range(requests)))
 
 
 def warmup_target(mix: RequestMix) -> RequestMix:

@@ -8,7 +8,7 @@ import fcntl
 import hashlib
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pipeline.errors import ConflictError, StoreError
@@ -79,17 +79,23 @@ class LocalStore:
         if final.is_file() and self.verify_blob(digest) is None:
             return False
         with self._errors(f"write blob {digest[:12]}"):
-            temp = self._temp(final)
-            try:
-                copied = _copy_hashing(path, temp, durable=True)
-                if copied != digest:
-                    raise StoreError(f"{path} changed while it was published: sha256 "
-                                     f"{copied[:12]} is not {digest[:12]}")
-                os.replace(temp, final)
-                self._fsync_dir(final.parent)
-            finally:
-                temp.unlink(missing_ok=True)
+            self._copy_in(path, digest, final, os.replace)
         return True
+
+    def _copy_in(self, path: Path, digest: str, final: Path,
+                 place: Callable[[Path, Path], None]) -> None:
+        """`path` copied to a synced temp file beside `final`, hashed on the way (refused
+        when it is no longer `digest`), then put in place by `place(temp, final)`."""
+        temp = self._temp(final)
+        try:
+            copied = _copy_hashing(path, temp, durable=True)
+            if copied != digest:
+                raise StoreError(f"{path} changed while it was published: sha256 "
+                                 f"{copied[:12]} is not {digest[:12]}")
+            place(temp, final)
+            self._fsync_dir(final.parent)
+        finally:
+            temp.unlink(missing_ok=True)
 
     def put_blob_bytes(self, data: bytes) -> tuple[str, bool]:
         digest = hashlib.sha256(data).hexdigest()
@@ -138,18 +144,10 @@ class LocalStore:
         file system computes no checksum of its own: None, nothing to keep)."""
         final = self._path(key)
         with self._errors(f"create {key}"):
-            temp = self._temp(final)
             try:
-                copied = _copy_hashing(path, temp, durable=True)
-                if copied != digest:
-                    raise StoreError(f"{path} changed while it was published: sha256 "
-                                     f"{copied[:12]} is not {digest[:12]}")
-                os.link(temp, final)
-                self._fsync_dir(final.parent)
+                self._copy_in(path, digest, final, os.link)
             except FileExistsError:
                 raise ConflictError(f"store {self.url}: {key} already exists") from None
-            finally:
-                temp.unlink(missing_ok=True)
         return None
 
     def check_file(self, key: str, digest: str,
