@@ -4,6 +4,7 @@ It batches for real: every request in the batch Triton formed is concatenated
 along the batch dimension, run once, and split back per request.
 """
 
+import atexit
 import json
 import os
 import sys
@@ -17,6 +18,8 @@ from model_runtime import LoadedModel
 
 class TritonPythonModel:
     def initialize(self, args):
+        # Registered before the user's model loads, so its own exit handlers still run.
+        atexit.register(_end_without_teardown)
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         version_dir = os.path.join(args["model_repository"], args["model_version"])
@@ -95,6 +98,16 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
             offset += size
         return responses
+
+
+def _end_without_teardown():
+    """The stub runs its exit handlers only after it has answered the finalize request and
+    released its shared memory. What is left is the interpreter's teardown of torch, 0.6 to
+    0.9 s that tritonserver's stop waits out once per instance, one instance after another;
+    nothing in it is needed by anyone."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _not_text(arrays, names):
