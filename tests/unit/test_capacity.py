@@ -350,6 +350,7 @@ class _Delayed(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     answered = 0
+    counting = threading.Lock()
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
@@ -357,12 +358,16 @@ class _Delayed(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", "2")
         self.end_headers()
+        # Counted before the answer leaves: counted after it, a client that has read every
+        # answer could look at the count before the last handler thread had added its own.
+        with self.counting:
+            type(self).answered += 1
         try:
             self.wfile.write(b"ok")
             self.wfile.flush()
-            type(self).answered += 1
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            with self.counting:
+                type(self).answered -= 1
 
     def log_message(self, format: str, *args: object) -> None:
         """Quiet."""
