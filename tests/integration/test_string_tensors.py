@@ -71,13 +71,11 @@ def stage(record: dict[str, Any], name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", ["triton", "torchserve"])
 def test_a_text_model_promotes_with_string_tensors(project: Path, kind: str) -> None:
-    """With the data file and, on Triton, the replay log shipped beside the example (a
-    times-only log replayed on TorchServe is tests/integration/test_replay.py's)."""
+    """With the data file and the replay log shipped beside the example."""
     spec = text_project(project, kind)
-    if kind == "triton":
-        spec.write_text(spec.read_text().replace(
-            "  saturation: {enabled: false}",
-            "  replay: {log: arrivals.jsonl, warmup: 500ms}\n  saturation: {enabled: false}"))
+    spec.write_text(spec.read_text().replace(
+        "  saturation: {enabled: false}",
+        "  replay: {log: arrivals.jsonl, warmup: 500ms}\n  saturation: {enabled: false}"))
     result = cli(["promote", "staging", "-f", str(spec)], project)
     assert result.returncode == 0, result.stdout + result.stderr
     record = latest_record(spec.parent)
@@ -91,11 +89,11 @@ def test_a_text_model_promotes_with_string_tensors(project: Path, kind: str) -> 
     for name in ("wrong_shape", "wrong_dtype", "missing_input"):
         assert all(400 <= e["status"] < 500 for e in probes[name]["by_size"]), probes[name]
     assert list(stage(record, "latency")["details"]["sizes"]) == ["4", "16", "64"]
+    replay = stage(record, "replay")
+    logged = len((spec.parent / "arrivals.jsonl").read_text().splitlines())
+    assert replay["status"] == "passed", replay
+    assert replay["metrics"]["requests"] == logged and replay["metrics"]["errors"] == 0
     if kind == "triton":
-        replay = stage(record, "replay")
-        logged = len((spec.parent / "arrivals.jsonl").read_text().splitlines())
-        assert replay["status"] == "passed", replay
-        assert replay["metrics"]["requests"] == logged and replay["metrics"]["errors"] == 0
         wrote = cli(["materialize", "staging", "--to", "served", "-f", str(spec)], project)
         assert wrote.returncode == 0, wrote.stderr
         config = (project / "served" / "bag-of-words" / "config.pbtxt").read_text()
