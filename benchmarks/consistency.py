@@ -37,7 +37,7 @@ budget, compare 2 rounds of 1 s windows without the exception probes) about 2 mi
 its budget cannot fit a hold near the knee (a hold lasts `capacity.span`, 20 s by
 default), so each command confirms the threshold hold only and states a lower bound, and
 its agreement is that of three lower bounds: it proves the plumbing, not the figures.
-One quick run here (2 shared cores, the lead's measurements running): promote, tune and
+One quick run here (2 cores shared with other measurements): promote, tune and
 compare each "capacity ≥ 560/s (lower bound: capped by the time budget)", agree true, in
 32 s, 28 s and 54 s; the knees (diagnostic) 4,486/s (promote) and 9,699/s (compare, a
 lower bound at its concurrency cap of 64, from 1 s windows). The full run is the test.

@@ -41,7 +41,7 @@ a dependency of this project: install it in a venv of its own and put its
 `model-analyzer` on PATH (or in $MODEL_ANALYZER). The JSON gives its figures when it
 ran (its best config that met the p99, closed loop at a concurrency as perf_analyzer
 measures: not the open-loop capacity tune states), else the command and the end of its
-output: what stopped it. Tried here (2 shared cores, the lead's measurements running):
+output: what stopped it. Tried here (2 cores shared with other measurements):
 it starts the bundled tritonserver and loads the python-backend model; perf_analyzer
 first failed to load libb64.so.0d (Model Analyzer drops LD_LIBRARY_PATH: hence the
 wrapper script); with the spec's preferred sizes [8, 16] quick search called every
