@@ -6,6 +6,7 @@ names, and a spec without `stages.replay` costing nothing."""
 from __future__ import annotations
 
 import json
+import re
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -14,16 +15,16 @@ import pytest
 
 from pipeline.context import RunContext
 from pipeline.errors import SpecError
-from pipeline.gates.replay import replay_gates, replay_verdicts
+from pipeline.gates.replay import judged_windows, replay_gates, replay_verdicts
 from pipeline.measure.distributed.shard import interleave, interleave_mix
-from pipeline.measure.load_result import LoadResult
+from pipeline.measure.load_result import LoadResult, merge_windows
 from pipeline.measure.replay import replay_schedule
 from pipeline.request_types import HttpRequest, RequestMix
 from pipeline.servers.specs import load_spec
-from pipeline.spec.models import TensorSpec
+from pipeline.spec.models import Spec, TensorSpec
 from pipeline.spec.replay_log import read_replay_log
 from pipeline.spec.request_data import RequestDataError
-from pipeline.stage_result import Status
+from pipeline.stage_result import Gate, Status
 from stages import replay
 
 SEQUENCE = TensorSpec(name="sequence", dtype="float32", shape=[-1, 2])
@@ -160,6 +161,38 @@ def test_the_gates_are_the_slos_named_replay(project: Path) -> None:
         pooled.merge(bucket)
     failed = replay_gates(spec, replay_verdicts(spec, slow, pooled, 0.05), pooled, 0.05)
     assert all(g.outcome == "failed" for g in failed), failed
+
+
+def _replayed(spec: Spec, buckets: list[LoadResult], alpha: float = 0.05) -> list[Gate]:
+    """The replay's gates, judged as the stage judges them."""
+    pooled = merge_windows(buckets)
+    return replay_gates(spec, replay_verdicts(spec, judged_windows(buckets), pooled, alpha),
+                        pooled, alpha)
+
+
+def test_an_undecided_replay_gate_says_how_many_more_requests_would_decide(
+        project: Path) -> None:
+    spec = load_spec(project / "serve.yaml").spec
+    # 300 requests at 1ms at 80% confidence: too few to bound p99 from above (the estimate
+    # was once 0 here: a normal approximation thought them enough).
+    p99 = _replayed(spec, [_bucket([1.0] * 10) for _ in range(30)], alpha=0.2)[0]
+    assert p99.name == "replay.p99" and p99.outcome == "inconclusive"
+    found = re.search(r"about (\d+) more requests would decide \(a longer log", p99.reason)
+    assert found is not None, p99.reason
+    more = int(found[1])
+    assert more >= 1
+    longer = _replayed(spec, [_bucket([1.0] * (300 + more))], alpha=0.2)[0]
+    assert longer.outcome == "passed", longer.reason
+
+
+def test_a_replay_whose_p99_is_its_threshold_says_what_to_do_instead(project: Path) -> None:
+    spec = load_spec(project / "serve.yaml").spec
+    # 1 request in 100 at exactly 50ms, the SLO's p99: no length of log decides it.
+    p99 = _replayed(spec, [_bucket([1.0] * 99 + [50.0]) for _ in range(40)])[0]
+    assert p99.outcome == "inconclusive"
+    assert "the p99 sits at the threshold: not even 100x as many requests" in p99.reason
+    assert "stages.latency.verdict.accept_inconclusive: true" in p99.reason
+    assert "more requests would decide" not in p99.reason
 
 
 def test_validate_names_the_spec_key_and_the_log_line(project: Path) -> None:
