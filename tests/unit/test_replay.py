@@ -170,6 +170,37 @@ def _replayed(spec: Spec, buckets: list[LoadResult], alpha: float = 0.05) -> lis
                         pooled, alpha)
 
 
+def _with_p50(project: Path, threshold: str) -> Spec:
+    path = project / "serve.yaml"
+    path.write_text(path.read_text().replace("  p95: 30ms\n", f"  p95: 30ms\n  p50: {threshold}\n"))
+    return load_spec(path).spec
+
+
+def test_replay_p50_fails_just_over_its_threshold(project: Path) -> None:
+    spec = _with_p50(project, "10ms")
+    # 6 requests in 10 at 10.1ms: the p50 is 1% over 10ms, and 10,000 requests bound it
+    # above 10ms; the p99 and p95 (1ms or 10.1ms) pass.
+    gates = _replayed(spec, [_bucket([1.0] * 400 + [10.1] * 600) for _ in range(10)])
+    by_name = {gate.name: gate for gate in gates}
+    p50 = by_name["replay.p50"]
+    assert p50.outcome == "failed", p50.reason
+    assert p50.threshold == 10.0 and p50.observed == pytest.approx(10.1, rel=1e-3)
+    assert p50.interval is not None and p50.interval[0] is not None
+    assert p50.interval[0] > 10.0
+    assert [g.name for g in gates if g.outcome != "passed"] == ["replay.p50"]
+
+
+def test_replay_p50_passes_just_inside_its_threshold(project: Path) -> None:
+    spec = _with_p50(project, "10ms")
+    # 6 requests in 10 at 9.9ms, the rest at 20ms: the p50 is 1% inside 10ms.
+    gates = _replayed(spec, [_bucket([9.9] * 600 + [20.0] * 400) for _ in range(10)])
+    p50 = next(gate for gate in gates if gate.name == "replay.p50")
+    assert p50.outcome == "passed", p50.reason
+    assert p50.observed == pytest.approx(9.9, rel=1e-3)
+    assert p50.interval is not None and p50.interval[1] is not None
+    assert p50.interval[1] <= 10.0
+
+
 def test_an_undecided_replay_gate_says_how_many_more_requests_would_decide(
         project: Path) -> None:
     spec = load_spec(project / "serve.yaml").spec
