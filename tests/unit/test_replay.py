@@ -273,22 +273,25 @@ def test_a_spec_without_a_replay_skips_the_stage_reading_nothing(project: Path,
     assert result.message == "no stages.replay in the spec"
 
 
-def _record_with_a_replay() -> dict[str, object]:
+def _record_with_a_replay(seconds: int = 6) -> dict[str, object]:
     record: dict[str, object] = json.loads(
         (Path(__file__).parent / "data" / "record_triton.json").read_text())
     over_time = [{"start_s": float(second), "offered_rps": 900.0 + 50 * second,
                   "answered_rps": 900.0, "errors": 1.0 if second == 3 else 0.0,
                   "p50_ms": 2.0, "p99_ms": 60.0 if second == 4 else 8.0}
-                 for second in range(6)]
+                 for second in range(seconds)]
     stages = record["stages"]
     assert isinstance(stages, list)
     stages.insert(5, {
         "name": "replay", "status": "failed", "duration_s": 7.0, "message": "replay.p99",
         "metrics": {"requests": 5700.0, "replay_s": 6.0, "offered_rps": 950.0, "p50_ms": 2.0,
                     "p99_ms": 40.0, "errors": 1.0, "schedule_lag_p99_ms": 0.4,
+                    "schedule_lag_max_ms": 1.5, "throughput_rps": 940.0,
                     "client_bound": 0.0},
         "gates": [{"name": "replay.p99", "observed": 40.0, "threshold": 50.0, "passed": True,
-                   "comparison": "<=", "unit": "ms"}],
+                   "comparison": "<=", "unit": "ms"},
+                  {"name": "replay.error_rate", "observed": 0.02, "threshold": 0.1,
+                   "passed": True, "comparison": "<=", "unit": "%"}],
         "artifacts": {},
         "details": {"log": "requests.jsonl", "speed": "2x", "bucket_s": 1.0,
                     "over_time": over_time}})
@@ -318,6 +321,50 @@ def test_a_record_without_a_replay_has_no_replay_chart() -> None:
 
     record = json.loads((Path(__file__).parent / "data" / "record_triton.json").read_text())
     assert parse_html(render_html(RunRecord.from_json(record))).by_id("replay-chart") is None
+
+
+def test_the_markdown_report_shows_the_replay_in_a_dozen_intervals_at_most() -> None:
+    from pipeline.record import RunRecord
+    from pipeline.report.markdown import render_markdown
+
+    text = render_markdown(RunRecord.from_json(_record_with_a_replay(30)))
+    section = text[text.index("### Replay of the request log"):]
+    assert ("requests.jsonl at 2x: 5,700 requests over 6.0 s (950/s offered, 940/s "
+            "achieved)") in section
+    assert "Client schedule error p99 0.4 ms, max 1.5 ms" in section
+    assert "`replay.p99` ✅ pass 40 ms (≤ 50 ms); `replay.error_rate` ✅ pass" in section
+    rows = [line for line in section.splitlines() if line.startswith("| ") and " s |" in line]
+    assert len(rows) == 10                       # 30 buckets of 1 s, 3 to an interval
+    # 0-3 s offers 900, 950 and 1,000/s; 3-6 s holds the 60ms bucket and the error.
+    assert rows[0] == "| 0–3 s | 950/s | 8 ms | 0 |"
+    assert rows[1] == "| 3–6 s | 1,100/s | 60 ms | 1 |"
+    assert rows[-1] == "| 27–30 s | 2,300/s | 8 ms | 0 |"
+
+
+def test_the_terminal_report_shows_the_replay_in_a_few_lines() -> None:
+    from pipeline.record import RunRecord
+    from pipeline.report.formats import render
+
+    text = render(RunRecord.from_json(_record_with_a_replay()), "terminal")
+    section = text[text.index("Replay of the request log"):]
+    assert "(950/s offered, 940/s achieved)" in section
+    assert "Client schedule error p99 0.4 ms, max 1.5 ms" in section
+    assert "replay.p99 pass 40 ms (≤ 50 ms); replay.error_rate pass" in section
+    rows = [line for line in section.splitlines() if "–" in line and " s " in line]
+    assert len(rows) == 6                        # 6 buckets: one an interval
+    assert "1,050/s" in rows[3] and "8 ms" in rows[3] and rows[3].rstrip(" │").endswith("1")
+    assert "60 ms" in rows[4]
+
+
+def test_a_record_without_a_replay_has_no_replay_section_in_text() -> None:
+    from pipeline.record import RunRecord
+    from pipeline.report.formats import render
+    from pipeline.report.markdown import render_markdown
+
+    record = RunRecord.from_json(
+        json.loads((Path(__file__).parent / "data" / "record_triton.json").read_text()))
+    assert "Replay" not in render_markdown(record)
+    assert "Replay" not in render(record, "terminal")
 
 
 def test_the_buckets_are_judged_as_a_few_windows_of_consecutive_buckets() -> None:
