@@ -10,7 +10,12 @@ from typing import Any
 from pipeline import metric_names as m
 from pipeline.gates.error_rate import error_rate_gate
 from pipeline.gates.evidence import window_blocks
-from pipeline.gates.percentile_verdict import Evidence, PercentileVerdict, judge_percentile
+from pipeline.gates.percentile_verdict import (
+    PRACTICAL_GROWTH,
+    Evidence,
+    PercentileVerdict,
+    judge_percentile,
+)
 from pipeline.gates.samples import HistogramSample
 from pipeline.gates.throughput import throughput_gate
 from pipeline.measure.load_result import LoadResult
@@ -113,12 +118,22 @@ def _remedy(spec: Spec, windows: list[LoadResult], window_s: float,
     return MORE_WINDOWS.format(windows=windows_needed, duration=windows_needed * window_s)
 
 
+def at_threshold(verdict: PercentileVerdict, threshold_ms: float) -> str:
+    """What is left to the user when no practical number of requests decides a verdict."""
+    name = f"p{verdict.percentile:g}"
+    return (f"; the {name} sits at the threshold: not even {PRACTICAL_GROWTH}x as many "
+            f"requests would decide it; judge from the interval whether {threshold_ms:g}ms "
+            "is met: stages.latency.verdict.accept_inconclusive: true passes the gate while "
+            f"its measured {name} is within it, or set slo.{name} clear of the server's "
+            f"{name}")
+
+
 def percentile_gate(spec: Spec, verdict: PercentileVerdict, threshold_ms: float,
                     windows: list[LoadResult], window_s: float) -> Gate:
     reason = verdict.reason
     if verdict.outcome == "inconclusive":
         if verdict.more_requests is None:
-            reason += "; the percentile sits at the threshold: no practical length decides"
+            reason += at_threshold(verdict, threshold_ms)
         else:
             per_window = verdict.samples / max(len(windows), 1)
             reason += (f"; about {verdict.more_requests} more requests "

@@ -31,7 +31,9 @@ correlated (a block holds hundreds of requests; a drift slower than a block is s
 between-block spread, which is what it should be).
 
 Decision: pass when the upper bound meets the threshold, fail when the lower bound misses
-it, inconclusive otherwise, with the number of requests that would roughly decide it.
+it, inconclusive otherwise, with the number of requests that would roughly decide it: the
+fewest at which these same bounds would decide, were the requests like those measured
+(none when not even `PRACTICAL_GROWTH` times as many would).
 
 Instability is a test of its own, not "every window agrees": a window whose fraction of
 requests above the pooled percentile is too far from the other windows' (a z test with the
@@ -58,6 +60,9 @@ OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "inconclusive")
 MIN_DESIGN_EFFECT = 2.0
 WIDER_TAIL = 1.5
 NEAR_TAIL = 0.25
+PRACTICAL_GROWTH = 100
+"""An undecided verdict that this many times its requests would not decide either sits at
+its threshold: no practical measurement decides it."""
 
 
 def per_look_confidence(confidence: float, looks: int) -> float:
@@ -140,32 +145,73 @@ def effective_design_effect(blocks: Sequence[Block], pooled: Pooled, percentile:
     return max(estimates)
 
 
-def _bounds(pooled: Pooled, q: float, n_eff: float,
-            alpha: float) -> tuple[float | None, float | None]:
-    """The order-statistic bounds of n_eff independent samples, mapped onto the pooled
-    ranks (a rank r among n_eff is the fraction r / n_eff of all requests)."""
-    total = pooled.requests
+def _bound_ranks(n_eff: float, q: float, alpha: float,
+                 total: int) -> tuple[int | None, int | None]:
+    """The pooled ranks, among `total` requests, of the order-statistic bounds of n_eff
+    independent samples (a rank r among n_eff is the fraction r / n_eff of all requests);
+    None for a bound the samples are too few to give."""
     size = max(1, math.floor(n_eff))
     lower, upper = quantile_ranks(size, q, 1 - alpha)
     scale = total / size
-    low = high = None
-    if lower >= 1:
-        low = pooled.at_rank(max(1, math.floor(lower * scale)))[0] / 1e3
-    if upper <= size:
-        high = pooled.at_rank(min(total, math.ceil(upper * scale)))[1] / 1e3
+    low = max(1, math.floor(lower * scale)) if lower >= 1 else None
+    high = min(total, math.ceil(upper * scale)) if upper <= size else None
     return low, high
 
 
-def _more_requests(share_above: float, q: float, design: float, total: int,
+def _bounds(pooled: Pooled, q: float, n_eff: float,
+            alpha: float) -> tuple[float | None, float | None]:
+    """The bounds (ms) of n_eff independent samples, read at their pooled ranks."""
+    low_rank, high_rank = _bound_ranks(n_eff, q, alpha, pooled.requests)
+    low = None if low_rank is None else pooled.at_rank(low_rank)[0] / 1e3
+    high = None if high_rank is None else pooled.at_rank(high_rank)[1] / 1e3
+    return low, high
+
+
+@dataclass(frozen=True)
+class _Sides:
+    """The pooled ranks that decide against a threshold: an upper bound at rank `passing`
+    or below is at most the threshold, a lower bound at rank `failing` or above exceeds
+    it."""
+
+    passing: int
+    failing: int
+
+
+def _sides(pooled: Pooled, threshold_us: float) -> _Sides:
+    failing = pooled.requests - pooled.above(threshold_us) + 1
+    passing = failing - 1
+    if passing >= 1:
+        low, high = pooled.at_rank(passing)
+        if high > threshold_us:
+            # A histogram bucket that straddles the threshold: its requests bound the
+            # percentile from above by the bucket's top, so only those below it pass.
+            passing = pooled.requests - pooled.above(math.nextafter(low, -math.inf))
+    return _Sides(passing, failing)
+
+
+def _more_requests(sides: _Sides, q: float, design: float, total: int,
                    alpha: float) -> int | None:
-    """Roughly how many more requests would put the bound on one side (None: the
-    percentile sits at the threshold, no sample size decides)."""
-    target = 1 - q
-    gap = abs(share_above - target)
-    if gap < target * 1e-3:
-        return None
-    effective = normal_quantile(1 - alpha) ** 2 * target * (1 - target) / gap**2
-    return max(0, math.ceil(effective * design * 1.2) - total)
+    """Roughly how many more requests, were they like those measured (the same
+    distribution and design effect), would put a bound on one side: the fewest, to a few
+    percent, at which the verdict's own bounds decide, so never 0 for an undecided
+    verdict. None: not even `PRACTICAL_GROWTH` times the requests would."""
+    def decides(requests: int) -> bool:
+        low, high = _bound_ranks(requests / design, q, alpha, total)
+        return ((high is not None and high <= sides.passing)
+                or (low is not None and low >= sides.failing))
+
+    undecided, enough = total, 2 * total
+    while not decides(enough):
+        if enough >= PRACTICAL_GROWTH * total:
+            return None
+        undecided, enough = enough, min(2 * enough, PRACTICAL_GROWTH * total)
+    while enough - undecided > max(1, enough // 50):
+        middle = (undecided + enough) // 2
+        if decides(middle):
+            enough = middle
+        else:
+            undecided = middle
+    return enough - total
 
 
 def judge_percentile(evidence: Evidence, percentile: float, threshold_ms: float,
@@ -190,7 +236,7 @@ def judge_percentile(evidence: Evidence, percentile: float, threshold_ms: float,
         reason = f"lower bound {low:.2f}ms > {threshold_ms:g}ms"
     else:
         outcome = "inconclusive"
-        more = _more_requests(pooled.above(threshold_us) / total, q, design, total, alpha)
+        more = _more_requests(_sides(pooled, threshold_us), q, design, total, alpha)
         reason = ("too few requests for an upper bound" if high is None
                   else f"the interval straddles {threshold_ms:g}ms")
     interval = (f"[{'-' if low is None else f'{low:.2f}'}, "

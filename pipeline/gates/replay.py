@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from pipeline.gates.error_rate import error_rate_gate
 from pipeline.gates.evidence import window_blocks
-from pipeline.gates.latency import percentile_thresholds
+from pipeline.gates.latency import at_threshold, percentile_thresholds
 from pipeline.gates.percentile_verdict import Evidence, PercentileVerdict, judge_percentile
 from pipeline.gates.samples import HistogramSample
 from pipeline.measure.load_result import LoadResult, merge_windows
@@ -51,14 +51,14 @@ def replay_gates(spec: Spec, verdicts: list[PercentileVerdict], pooled: LoadResu
     thresholds = dict(percentile_thresholds(spec))
     gates = []
     for verdict in verdicts:
+        threshold = thresholds[verdict.percentile]
         reason = verdict.reason
         if verdict.outcome == "inconclusive":
-            reason += ("; the percentile sits at the threshold: no practical length decides"
-                       if verdict.more_requests is None else
+            reason += (at_threshold(verdict, threshold) if verdict.more_requests is None else
                        f"; about {verdict.more_requests} more requests would decide "
                        f"({LONGER_LOG})")
         gates.append(Gate.decided(f"{PREFIX}.p{verdict.percentile:g}", verdict.observed_ms,
-                                  thresholds[verdict.percentile], verdict.outcome, "<=", "ms",
+                                  threshold, verdict.outcome, "<=", "ms",
                                   (verdict.low_ms, verdict.high_ms), verdict.samples, reason))
     errors = error_rate_gate(pooled.error_count, pooled.requests, spec.slo.error_rate.fraction,
                              alpha, LONGER_LOG)

@@ -14,9 +14,12 @@ from pipeline.report.load_workers import HEADERS as WORKER_HEADERS
 from pipeline.report.load_workers import worker_lines
 from pipeline.report.regression_view import side_by_side
 from pipeline.report.release_markdown import release_markdown
+from pipeline.report.replay_view import replay as replay_view
 
 STATUS_ICON = {"passed": "✅", "failed": "❌", "aborted": "⏹️", "skipped": "⏭️",
                "running": "⏳"}
+OUTCOME_MARK = {"passed": "✅ pass", "failed": "❌ **FAIL**",
+                "inconclusive": "❔ **INCONCLUSIVE**"}
 
 
 def cell(value: object) -> str:
@@ -73,11 +76,10 @@ def _gates(record: RunRecord) -> list[str]:
     rows = data.gate_rows(record)
     if not rows:
         return ["_No gate was evaluated._", ""]
-    mark = {"passed": "✅ pass", "failed": "❌ **FAIL**", "inconclusive": "❔ **INCONCLUSIVE**"}
     lines = ["### Gates", "", *_table(
         ["stage", "gate", "observed", "threshold", "interval, samples", ""],
         [[cell(gate.stage), code(gate.name), cell(gate.observed), cell(gate.threshold),
-          cell(gate.evidence or "—"), mark[gate.outcome]] for gate in rows], "llrrrl")]
+          cell(gate.evidence or "—"), OUTCOME_MARK[gate.outcome]] for gate in rows], "llrrrl")]
     reasons = [f"- {code(gate.name)} {gate.outcome}: {cell(gate.reason)}"
                for gate in rows if gate.reason and not gate.passed]
     return lines + ([*reasons, ""] if reasons else [])
@@ -149,6 +151,22 @@ def _knee(record: RunRecord) -> list[str]:
     return lines
 
 
+def _replay(record: RunRecord) -> list[str]:
+    view = replay_view(record)
+    if view is None:
+        return []
+    lines = ["### Replay of the request log", "", cell(view.summary()), "",
+             cell(view.schedule_note()), ""]
+    if view.gates:
+        lines += ["Gates: " + "; ".join(
+            f"{code(gate.name)} {OUTCOME_MARK[gate.outcome]} {cell(gate.observed)} "
+            f"({cell(gate.threshold)})" for gate in view.gates), ""]
+    rows = [[f"{span.start_s:g}–{span.end_s:g} s", data.format_value(span.offered_rps, "/s"),
+             data.ms(span.worst_p99_ms), data.format_value(span.errors)]
+            for span in view.series()]
+    return lines + _table(["time", "offered", "p99 (worst bucket)", "errors"], rows, "rrrr")
+
+
 WINDOW_KEYS = ("round", "server", "p50_ms", "p95_ms", "p99_ms", "throughput_rps", "errors",
                "requests")
 
@@ -206,6 +224,6 @@ def render_markdown(record: RunRecord, baseline: RunRecord | None = None, *,
                     tolerance: float = DEFAULT_TOLERANCE,
                     release: ReleaseDossier | str | None = None) -> str:
     lines = [*_header(record), *_gates(record), *_measurements(record), *_knee(record),
-             *_side_by_side(record), *_comparison(record, baseline, tolerance),
+             *_replay(record), *_side_by_side(record), *_comparison(record, baseline, tolerance),
              *(release_markdown(release) if release is not None else [])]
     return "\n".join(lines).rstrip() + "\n"

@@ -12,6 +12,7 @@ from pipeline import metric_names as m
 from pipeline.record import RunRecord
 from pipeline.report import views as data
 from pipeline.report.capacity import capacity as capacity_view
+from pipeline.report.replay_view import replay as replay_view
 from pipeline.report.views import gate_rows
 from pipeline.report.views import knee as knee_view
 
@@ -144,6 +145,29 @@ def capacity_table(record: RunRecord) -> Table | None:
     return table
 
 
+def replay_section(record: RunRecord) -> RenderableType | None:
+    """The replay in a few lines: what was sent and how it went, how closely the client
+    kept the schedule, its gates, and the rate offered against the p99 over time."""
+    view = replay_view(record)
+    if view is None:
+        return None
+    gates = Text("gates: ")
+    for index, gate in enumerate(view.gates):
+        gates.append(("; " if index else "") + f"{gate.name} ")
+        gates.append(gate.label, style=OUTCOME_STYLE[gate.outcome])
+        gates.append(f" {gate.observed} ({gate.threshold})")
+    table = Table(expand=False)
+    for column in ("time", "offered", "p99 (worst bucket)", "errors"):
+        table.add_column(column, justify="right")
+    for span in view.series():
+        table.add_row(f"{span.start_s:g}–{span.end_s:g} s",
+                      data.format_value(span.offered_rps, "/s"), data.ms(span.worst_p99_ms),
+                      data.format_value(span.errors))
+    return Group(Text("Replay of the request log", style="italic"), Text(view.summary()),
+                 Text(view.schedule_note(), style="dim"),
+                 *([gates] if view.gates else []), table)
+
+
 def render_terminal(record: RunRecord) -> RenderableType:
     status = record.status or "?"
     header = Text.assemble(
@@ -153,7 +177,7 @@ def render_terminal(record: RunRecord) -> RenderableType:
         f"  release {record.release_id or '-'}")
     parts: list[RenderableType] = [header, stages_table(record), gates_table(record)]
     for part in (measurements_table(record), knee_table(record), capacity_table(record),
-                  saturation_summary(record)):
+                 saturation_summary(record), replay_section(record)):
         if part is not None:
             parts.append(part)
     if record.server.exit and record.teardown_s is not None:

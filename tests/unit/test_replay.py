@@ -6,6 +6,7 @@ names, and a spec without `stages.replay` costing nothing."""
 from __future__ import annotations
 
 import json
+import re
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -14,16 +15,16 @@ import pytest
 
 from pipeline.context import RunContext
 from pipeline.errors import SpecError
-from pipeline.gates.replay import replay_gates, replay_verdicts
+from pipeline.gates.replay import judged_windows, replay_gates, replay_verdicts
 from pipeline.measure.distributed.shard import interleave, interleave_mix
-from pipeline.measure.load_result import LoadResult
+from pipeline.measure.load_result import LoadResult, merge_windows
 from pipeline.measure.replay import replay_schedule
 from pipeline.request_types import HttpRequest, RequestMix
 from pipeline.servers.specs import load_spec
-from pipeline.spec.models import TensorSpec
+from pipeline.spec.models import Spec, TensorSpec
 from pipeline.spec.replay_log import read_replay_log
 from pipeline.spec.request_data import RequestDataError
-from pipeline.stage_result import Status
+from pipeline.stage_result import Gate, Status
 from stages import replay
 
 SEQUENCE = TensorSpec(name="sequence", dtype="float32", shape=[-1, 2])
@@ -162,6 +163,69 @@ def test_the_gates_are_the_slos_named_replay(project: Path) -> None:
     assert all(g.outcome == "failed" for g in failed), failed
 
 
+def _replayed(spec: Spec, buckets: list[LoadResult], alpha: float = 0.05) -> list[Gate]:
+    """The replay's gates, judged as the stage judges them."""
+    pooled = merge_windows(buckets)
+    return replay_gates(spec, replay_verdicts(spec, judged_windows(buckets), pooled, alpha),
+                        pooled, alpha)
+
+
+def _with_p50(project: Path, threshold: str) -> Spec:
+    path = project / "serve.yaml"
+    path.write_text(path.read_text().replace("  p95: 30ms\n", f"  p95: 30ms\n  p50: {threshold}\n"))
+    return load_spec(path).spec
+
+
+def test_replay_p50_fails_just_over_its_threshold(project: Path) -> None:
+    spec = _with_p50(project, "10ms")
+    # 6 requests in 10 at 10.1ms: the p50 is 1% over 10ms, and 10,000 requests bound it
+    # above 10ms; the p99 and p95 (1ms or 10.1ms) pass.
+    gates = _replayed(spec, [_bucket([1.0] * 400 + [10.1] * 600) for _ in range(10)])
+    by_name = {gate.name: gate for gate in gates}
+    p50 = by_name["replay.p50"]
+    assert p50.outcome == "failed", p50.reason
+    assert p50.threshold == 10.0 and p50.observed == pytest.approx(10.1, rel=1e-3)
+    assert p50.interval is not None and p50.interval[0] is not None
+    assert p50.interval[0] > 10.0
+    assert [g.name for g in gates if g.outcome != "passed"] == ["replay.p50"]
+
+
+def test_replay_p50_passes_just_inside_its_threshold(project: Path) -> None:
+    spec = _with_p50(project, "10ms")
+    # 6 requests in 10 at 9.9ms, the rest at 20ms: the p50 is 1% inside 10ms.
+    gates = _replayed(spec, [_bucket([9.9] * 600 + [20.0] * 400) for _ in range(10)])
+    p50 = next(gate for gate in gates if gate.name == "replay.p50")
+    assert p50.outcome == "passed", p50.reason
+    assert p50.observed == pytest.approx(9.9, rel=1e-3)
+    assert p50.interval is not None and p50.interval[1] is not None
+    assert p50.interval[1] <= 10.0
+
+
+def test_an_undecided_replay_gate_says_how_many_more_requests_would_decide(
+        project: Path) -> None:
+    spec = load_spec(project / "serve.yaml").spec
+    # 300 requests at 1ms at 80% confidence: too few to bound p99 from above (the estimate
+    # was once 0 here: a normal approximation thought them enough).
+    p99 = _replayed(spec, [_bucket([1.0] * 10) for _ in range(30)], alpha=0.2)[0]
+    assert p99.name == "replay.p99" and p99.outcome == "inconclusive"
+    found = re.search(r"about (\d+) more requests would decide \(a longer log", p99.reason)
+    assert found is not None, p99.reason
+    more = int(found[1])
+    assert more >= 1
+    longer = _replayed(spec, [_bucket([1.0] * (300 + more))], alpha=0.2)[0]
+    assert longer.outcome == "passed", longer.reason
+
+
+def test_a_replay_whose_p99_is_its_threshold_says_what_to_do_instead(project: Path) -> None:
+    spec = load_spec(project / "serve.yaml").spec
+    # 1 request in 100 at exactly 50ms, the SLO's p99: no length of log decides it.
+    p99 = _replayed(spec, [_bucket([1.0] * 99 + [50.0]) for _ in range(40)])[0]
+    assert p99.outcome == "inconclusive"
+    assert "the p99 sits at the threshold: not even 100x as many requests" in p99.reason
+    assert "stages.latency.verdict.accept_inconclusive: true" in p99.reason
+    assert "more requests would decide" not in p99.reason
+
+
 def test_validate_names_the_spec_key_and_the_log_line(project: Path) -> None:
     spec = project / "serve.yaml"
     log = project / EXAMPLE_LOG
@@ -209,22 +273,25 @@ def test_a_spec_without_a_replay_skips_the_stage_reading_nothing(project: Path,
     assert result.message == "no stages.replay in the spec"
 
 
-def _record_with_a_replay() -> dict[str, object]:
+def _record_with_a_replay(seconds: int = 6) -> dict[str, object]:
     record: dict[str, object] = json.loads(
         (Path(__file__).parent / "data" / "record_triton.json").read_text())
     over_time = [{"start_s": float(second), "offered_rps": 900.0 + 50 * second,
                   "answered_rps": 900.0, "errors": 1.0 if second == 3 else 0.0,
                   "p50_ms": 2.0, "p99_ms": 60.0 if second == 4 else 8.0}
-                 for second in range(6)]
+                 for second in range(seconds)]
     stages = record["stages"]
     assert isinstance(stages, list)
     stages.insert(5, {
         "name": "replay", "status": "failed", "duration_s": 7.0, "message": "replay.p99",
         "metrics": {"requests": 5700.0, "replay_s": 6.0, "offered_rps": 950.0, "p50_ms": 2.0,
                     "p99_ms": 40.0, "errors": 1.0, "schedule_lag_p99_ms": 0.4,
+                    "schedule_lag_max_ms": 1.5, "throughput_rps": 940.0,
                     "client_bound": 0.0},
         "gates": [{"name": "replay.p99", "observed": 40.0, "threshold": 50.0, "passed": True,
-                   "comparison": "<=", "unit": "ms"}],
+                   "comparison": "<=", "unit": "ms"},
+                  {"name": "replay.error_rate", "observed": 0.02, "threshold": 0.1,
+                   "passed": True, "comparison": "<=", "unit": "%"}],
         "artifacts": {},
         "details": {"log": "requests.jsonl", "speed": "2x", "bucket_s": 1.0,
                     "over_time": over_time}})
@@ -254,6 +321,50 @@ def test_a_record_without_a_replay_has_no_replay_chart() -> None:
 
     record = json.loads((Path(__file__).parent / "data" / "record_triton.json").read_text())
     assert parse_html(render_html(RunRecord.from_json(record))).by_id("replay-chart") is None
+
+
+def test_the_markdown_report_shows_the_replay_in_a_dozen_intervals_at_most() -> None:
+    from pipeline.record import RunRecord
+    from pipeline.report.markdown import render_markdown
+
+    text = render_markdown(RunRecord.from_json(_record_with_a_replay(30)))
+    section = text[text.index("### Replay of the request log"):]
+    assert ("requests.jsonl at 2x: 5,700 requests over 6.0 s (950/s offered, 940/s "
+            "achieved)") in section
+    assert "Client schedule error p99 0.4 ms, max 1.5 ms" in section
+    assert "`replay.p99` ✅ pass 40 ms (≤ 50 ms); `replay.error_rate` ✅ pass" in section
+    rows = [line for line in section.splitlines() if line.startswith("| ") and " s |" in line]
+    assert len(rows) == 10                       # 30 buckets of 1 s, 3 to an interval
+    # 0-3 s offers 900, 950 and 1,000/s; 3-6 s holds the 60ms bucket and the error.
+    assert rows[0] == "| 0–3 s | 950/s | 8 ms | 0 |"
+    assert rows[1] == "| 3–6 s | 1,100/s | 60 ms | 1 |"
+    assert rows[-1] == "| 27–30 s | 2,300/s | 8 ms | 0 |"
+
+
+def test_the_terminal_report_shows_the_replay_in_a_few_lines() -> None:
+    from pipeline.record import RunRecord
+    from pipeline.report.formats import render
+
+    text = render(RunRecord.from_json(_record_with_a_replay()), "terminal")
+    section = text[text.index("Replay of the request log"):]
+    assert "(950/s offered, 940/s achieved)" in section
+    assert "Client schedule error p99 0.4 ms, max 1.5 ms" in section
+    assert "replay.p99 pass 40 ms (≤ 50 ms); replay.error_rate pass" in section
+    rows = [line for line in section.splitlines() if "–" in line and " s " in line]
+    assert len(rows) == 6                        # 6 buckets: one an interval
+    assert "1,050/s" in rows[3] and "8 ms" in rows[3] and rows[3].rstrip(" │").endswith("1")
+    assert "60 ms" in rows[4]
+
+
+def test_a_record_without_a_replay_has_no_replay_section_in_text() -> None:
+    from pipeline.record import RunRecord
+    from pipeline.report.formats import render
+    from pipeline.report.markdown import render_markdown
+
+    record = RunRecord.from_json(
+        json.loads((Path(__file__).parent / "data" / "record_triton.json").read_text()))
+    assert "Replay" not in render_markdown(record)
+    assert "Replay" not in render(record, "terminal")
 
 
 def test_the_buckets_are_judged_as_a_few_windows_of_consecutive_buckets() -> None:

@@ -5,21 +5,25 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 import pytest
 from hdrh.histogram import HdrHistogram
 
 from pipeline.gates.evidence import evidence_of
+from pipeline.gates.latency import percentile_gate
 from pipeline.gates.percentile_verdict import PercentileVerdict, judge_percentile
 from pipeline.measure.load_result import merge_windows
 from pipeline.measure.loadgen import LoadResult, closed_loop, new_histogram
 from pipeline.request_types import HttpRequest
+from pipeline.servers.specs import load_spec
 from pipeline.stage_result import Gate, GateOutcome, StageResult, Status
 from pipeline.statistics.order_stats import quantile_interval_us, quantile_ranks, values_at_ranks
 from pipeline.statistics.sequential import WindowPlan, run_windows
@@ -146,6 +150,40 @@ def test_no_samples_fail_closed_and_thin_ones_are_inconclusive() -> None:
     assert judge([LoadResult(1.0)], 50) == "failed"
     thin = verdict_of([window_us(random.Random(1), 1000, 150)], 50)
     assert thin.outcome == "inconclusive" and "too few requests" in thin.reason
+
+
+def steady_windows(requests: int, value_us: int = 1000, count: int = 3) -> list[LoadResult]:
+    """`count` windows sharing `requests` requests that all took `value_us`."""
+    windows = []
+    for index in range(count):
+        window = LoadResult(1.0)
+        share = requests // count + (index < requests % count)
+        for request in range(share):
+            window.record(value_us, request / max(share, 1))
+        windows.append(window)
+    return windows
+
+
+def test_an_undecided_verdict_says_a_number_of_requests_that_decides_it() -> None:
+    # 300 requests at 1ms against 50ms at 80% confidence: with the design effect's floor of
+    # 2, 150 effective requests, too few for an upper bound on p99 (0.99^150 > 0.2).
+    thin = verdict_of(steady_windows(300), 50, alpha=0.2)
+    assert thin.outcome == "inconclusive" and "too few requests" in thin.reason
+    assert thin.more_requests is not None and thin.more_requests >= 1
+    assert verdict_of(steady_windows(300 + thin.more_requests), 50, alpha=0.2).outcome \
+        == "passed"
+    # Roughly the fewest: a tenth fewer would not decide.
+    fewer = 300 + thin.more_requests * 9 // 10
+    assert verdict_of(steady_windows(fewer), 50, alpha=0.2).outcome == "inconclusive"
+
+
+def test_the_latency_gate_names_more_requests_and_windows_never_0(project: Path) -> None:
+    spec = load_spec(project / "serve.yaml").spec
+    windows = steady_windows(300)
+    gate = percentile_gate(spec, verdict_of(windows, 50, alpha=0.2), 50, windows, 10.0)
+    found = re.search(r"about (\d+) more requests \(~(\d+) more windows\)", gate.reason)
+    assert found is not None, gate.reason
+    assert int(found[1]) >= 1 and int(found[2]) >= 1
 
 
 @dataclass(frozen=True)
