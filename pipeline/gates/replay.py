@@ -20,7 +20,7 @@ JUDGED_WINDOWS = 8
 """The replay's time buckets are judged merged into this many windows of consecutive
 buckets at most: the verdict's cost grows faster than the number of windows (40 windows
 took over a minute on 2 cores), and the latency stage judges as many at most."""
-LONGER_LOG = "a longer log (or a lower speed over the same one)"
+LONGER_LOG = "a longer log, or a lower speed over the same one"
 
 
 def judged_windows(buckets: list[LoadResult], most: int = JUDGED_WINDOWS) -> list[LoadResult]:

@@ -63,7 +63,7 @@ class ReplayView:
         return (f"{self.log} at {self.speed}: {values.get('requests', 0):,.0f} requests over "
                 f"{values.get('replay_s', 0):.1f} s ({rates}); p50 "
                 f"{ms(values.get(m.P50_MS))}, p99 {ms(values.get(m.P99_MS))} from each logged "
-                f"instant; {values.get(m.ERRORS, 0):g} errors.")
+                f"instant; {_errors(values.get(m.ERRORS, 0))}.")
 
     def schedule_note(self) -> str:
         note = f"Client schedule error p99 {ms(self.metrics.get('schedule_lag_p99_ms'))}"
@@ -101,3 +101,7 @@ def _point(row: dict[str, Any]) -> TimePoint:
 
     return TimePoint(number("start_s"), number("offered_rps"), number(m.P99_MS),
                      number(m.ERRORS))
+
+
+def _errors(count: float) -> str:
+    return f"{count:g} error" if count == 1 else f"{count:g} errors"
