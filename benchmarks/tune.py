@@ -224,6 +224,11 @@ def repeat(project: Path, times: int) -> dict[str, Any]:
                      "capacity": pick.capacity.to_json() if pick and pick.capacity else None,
                      "best": decision.best.config.label if decision.best else None,
                      "configs_measured": len(outcome.measured),
+                     # The baseline's two capacities and the factor the intervals were
+                     # widened by (pipeline/tune/drift.py).
+                     "drift": None if outcome.drift is None else {
+                         key: outcome.drift.to_json()[key]
+                         for key in ("factor", "basis", "baseline_rps", "why")},
                      "s": round(time.monotonic() - started, 1)})
         print(f"tune run {number + 1}/{times}: {runs[-1]}", flush=True)
     return {"picks_agree": picks_agree(picks, ties), "picks": picks, "runs": runs}

@@ -41,15 +41,33 @@ def measured_candidates(section: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return candidates
 
 
-def capacity_text(measured: Mapping[str, Any]) -> str:
-    """The capacity with its interval, exact or a lower bound; the older records' single
+def drift_factor(section: Mapping[str, Any]) -> float:
+    """The factor the run widened every interval by (1 for older records, or none)."""
+    factor = (section.get("drift") or {}).get("factor")
+    return float(factor) if isinstance(factor, (int, float)) and factor > 1 else 1.0
+
+
+def drift_text(section: Mapping[str, Any]) -> str:
+    """The record's line on the machine's drift ("" for older records)."""
+    return str((section.get("drift") or {}).get("text") or "")
+
+
+def capacity_text(measured: Mapping[str, Any], drift: float = 1.0) -> str:
+    """The capacity with its interval, exact or a lower bound, and the interval as the
+    decision saw it, widened by the machine's drift; the older records' single
     throughput figure otherwise."""
     figure = CapacityFigure.from_json(measured.get("capacity"))
     if figure is None:
         return _rate(measured.get("throughput_rps"))
     if figure.bound == "lower_bound":
-        return f"≥ {figure.rps:,.0f}/s (lower bound: {figure.capped_by})"
-    return f"{figure.rps:,.0f}/s [{figure.low_rps:,.0f}–{figure.top:,.0f}/s]"
+        text = f"≥ {figure.rps:,.0f}/s (lower bound: {figure.capped_by})"
+    else:
+        text = f"{figure.rps:,.0f}/s [{figure.low_rps:,.0f}–{figure.top:,.0f}/s]"
+    if drift <= 1.0:
+        return text
+    wide = figure.widened(drift)
+    top = "" if wide.high_rps is None else f"{wide.high_rps:,.0f}/s"
+    return f"{text}; with the drift [{wide.low_rps:,.0f}/s–{top or '…'}]"
 
 
 def _model(predicted: Mapping[str, Any], measured: Mapping[str, Any]) -> str:
@@ -66,6 +84,7 @@ def candidate_rows(section: Mapping[str, Any]) -> list[list[str]]:
     winner = (section.get("winner") or {}).get("label")
     baseline = (section.get("baseline") or {}).get("label")
     tie = set(section.get("tie") or [])
+    drift = drift_factor(section)
     rows = []
     for candidate in measured_candidates(section):
         measured = candidate.get("measured") or {}
@@ -74,7 +93,7 @@ def candidate_rows(section: Mapping[str, Any]) -> list[list[str]]:
             ("tied with the best" if candidate["label"] in tie else "meets SLO")
             if candidate["meets_slo"] else "missed: " + "; ".join(candidate["missed"])[:160])
         label = candidate["label"] + (" (baseline)" if candidate["label"] == baseline else "")
-        rows.append([label, capacity_text(measured),
+        rows.append([label, capacity_text(measured, drift),
                      _ms(measured.get("p99_ms")), _mib(measured.get("rss_mb")),
                      _gpu(measured.get("gpu_mb"), section),
                      _model(predicted, measured), verdict])
@@ -95,7 +114,8 @@ def render_tune_table(record: Mapping[str, Any]) -> Table:
     section = record["tune"]
     title = (f"tune {record['name']} · run {record['run_id']}: {len(section['candidates'])} of "
              f"{section['space_size']} configs measured, {len(section['pruned'])} pruned")
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", caption=drift_text(section) or None,
+                  caption_justify="left")
     for header in HEADERS:
         table.add_column(header)
     for row in candidate_rows(section):
@@ -121,6 +141,8 @@ def render_tune_html(record: Mapping[str, Any]) -> str:
         f"stages; wall {section['wall_s']:.0f}s of a {section['budget_s']:.0f}s budget"
         f"{' (budget exhausted)' if section['budget_exhausted'] else ''}; "
         f"{section['restarts']}; GPU memory {section['gpu_memory']}."), cls="muted")
+    if drift_text(section):
+        add_element(main, "p", drift_text(section) + ".", id="tune-drift", cls="muted")
     chart = add_section(main, "Capacity at the SLO against p99, with each interval")
     chart.append(capacity_points_chart(section))
     body = add_table(add_section(main, "Every measured config"),

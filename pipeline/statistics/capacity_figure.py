@@ -15,7 +15,7 @@ time budget, the load generator, a backlog that did not drain).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pipeline.statistics.capacity import CapacitySearch
@@ -63,6 +63,15 @@ class CapacityFigure:
     @property
     def top(self) -> float:
         return float("inf") if self.high_rps is None else self.high_rps
+
+    def widened(self, factor: float) -> CapacityFigure:
+        """The interval stretched by a factor either way (low / factor, high x factor), for
+        what the bracketing does not hold: the machine's drift between two measurements.
+        The figure itself and a lower bound's missing top stay as they are."""
+        if factor <= 1.0:
+            return self
+        return replace(self, low_rps=self.low_rps / factor,
+                       high_rps=None if self.high_rps is None else self.high_rps * factor)
 
     def overlaps(self, other: CapacityFigure) -> bool:
         """Whether the two intervals share a rate: neither figure is surely the higher."""

@@ -8,6 +8,10 @@ Decisions:
   measurements cannot say which of the two serves more. A lower bound's interval has no
   top, so it ties with anything at or above it. A candidate without a capacity figure (no
   rate was confirmed) ties with nothing: it is compared on its throughput only.
+- Every interval is first widened by the machine's drift during the run (`drift.py`: the
+  baseline verified first and again at the end; low / factor, high x factor): an interval
+  holds the search's bracketing, not the minutes between two verifications, and without
+  the drift a pick follows the machine's load rather than the configs.
 - Of the tied, the cheapest is recommended: fewer instances, then less memory (the
   server's RSS after the latency stage) beyond its noise (MEMORY_NOISE_MB or
   MEMORY_NOISE_SHARE, whichever is larger), then the smaller batch and the shorter delay.
@@ -36,6 +40,7 @@ class Decision:
     tied: tuple[Candidate, ...] = ()       # not surely below the best (the best included)
     runner_up: str = ""                    # the best against the next best
     baseline: str = ""                     # the pick against the spec's current config
+    drift: float = 1.0                     # every interval was widened by this factor
 
     @property
     def is_tie(self) -> bool:
@@ -45,8 +50,8 @@ class Decision:
         parts = [part for part in (self.runner_up, self.baseline) if part]
         if self.is_tie and self.pick is not None:
             labels = ", ".join(c.config.label for c in self.tied)
-            parts.append(f"tie within the noise between {labels}: recommending the cheapest, "
-                         f"{self.pick.config.label}")
+            parts.append(f"tie within {_noise(self.drift)} between {labels}: recommending the "
+                         f"cheapest, {self.pick.config.label}")
         return "; ".join(parts)
 
 
@@ -73,12 +78,16 @@ def cheapest(tied: Sequence[Candidate]) -> Candidate:
                                     -c.throughput, c.config))
 
 
-def tied(first: Candidate, second: Candidate) -> bool:
+def tied(first: Candidate, second: Candidate, drift: float = 1.0) -> bool:
+    """Whether the two capacity intervals, each widened by the drift, share a rate."""
     one, other = first.capacity, second.capacity
-    return one is not None and other is not None and one.overlaps(other)
+    return one is not None and other is not None and \
+        one.widened(drift).overlaps(other.widened(drift))
 
 
-def decide(candidates: Sequence[Candidate], baseline: Candidate | None) -> Decision:
+def decide(candidates: Sequence[Candidate], baseline: Candidate | None,
+           drift: float = 1.0) -> Decision:
+    """`drift`: the factor every capacity interval is widened by (1: not at all)."""
     pool = list(candidates)
     if baseline is not None and all(c is not baseline for c in pool):
         pool.append(baseline)
@@ -87,11 +96,11 @@ def decide(candidates: Sequence[Candidate], baseline: Candidate | None) -> Decis
         return Decision(None, None)
     ranked = sorted(passing, key=lambda c: (-c.throughput, _p99(c), c.config))
     best = ranked[0]
-    ties = tuple(c for c in ranked if c is best or tied(best, c))
+    ties = tuple(c for c in ranked if c is best or tied(best, c, drift))
     pick = cheapest(ties)
     runner = ranked[1] if len(ranked) > 1 else None
-    return Decision(pick, best, ties, _against(best, runner, "next best"),
-                    _against_baseline(pick, baseline))
+    return Decision(pick, best, ties, _against(best, runner, "next best", drift),
+                    _against_baseline(pick, baseline, drift), drift)
 
 
 def _p99(candidate: Candidate) -> float:
@@ -108,17 +117,27 @@ def _shown(candidate: Candidate) -> str:
     return f"{candidate.config.label} {figure.text()}"
 
 
-def _against(best: Candidate, other: Candidate | None, name: str) -> str:
+def _noise(drift: float) -> str:
+    return "the noise" if drift <= 1.0 else f"the noise and the machine's drift (x{drift:.2f})"
+
+
+def _beyond(drift: float) -> str:
+    if drift <= 1.0:
+        return "beyond both intervals"
+    return f"beyond both intervals widened by the drift (x{drift:.2f})"
+
+
+def _against(best: Candidate, other: Candidate | None, name: str, drift: float) -> str:
     if other is None:
         return ""
-    if tied(best, other):
-        return f"{name} {_shown(other)}: not different from the best beyond the noise"
+    if tied(best, other, drift):
+        return f"{name} {_shown(other)}: not different from the best beyond {_noise(drift)}"
     if best.capacity is not None and other.capacity is not None:
-        return f"above the {name}, {_shown(other)}, beyond both intervals"
+        return f"above the {name}, {_shown(other)}, {_beyond(drift)}"
     return f"{name} {_shown(other)}"
 
 
-def _against_baseline(pick: Candidate, baseline: Candidate | None) -> str:
+def _against_baseline(pick: Candidate, baseline: Candidate | None, drift: float) -> str:
     if baseline is None:
         return ""
     if baseline is pick:
@@ -126,11 +145,11 @@ def _against_baseline(pick: Candidate, baseline: Candidate | None) -> str:
     if not baseline.meets:
         return (f"the spec's current config (the baseline) missed the SLO: "
                 f"{'; '.join(baseline.missed()) or 'not measured'}")
-    if tied(pick, baseline):
-        return (f"the baseline, {_shown(baseline)}, does not differ from the pick beyond the "
-                "noise")
+    if tied(pick, baseline, drift):
+        return (f"the baseline, {_shown(baseline)}, does not differ from the pick beyond "
+                f"{_noise(drift)}")
     pick_figure, base_figure = pick.capacity, baseline.capacity
     if pick_figure is not None and base_figure is not None and \
-            pick_figure.surely_above(base_figure):
-        return f"above the baseline, {_shown(baseline)}, beyond both intervals"
+            pick_figure.widened(drift).surely_above(base_figure.widened(drift)):
+        return f"above the baseline, {_shown(baseline)}, {_beyond(drift)}"
     return f"baseline {_shown(baseline)}"

@@ -25,7 +25,8 @@ Decisions:
   to `verify` more, whatever the family or the margin pruned them as: fewest instances,
   then the largest batch and the longest delay first (`tie_contender`). Reruns then
   find a pick with the tie's fewest instances, whatever order the exploration ranked
-  them.
+  them. "Reaches" counts the machine's drift as `decide` does: the best's low end / the
+  drift factor, the contender's reach x the factor (`drift.py`).
 """
 
 from __future__ import annotations
@@ -108,15 +109,17 @@ def cheaper(config: Config, than: Config) -> bool:
 
 
 def could_tie(prediction: Prediction, low_rps: float, calibration: float,
-              margin: float) -> bool:
-    """Whether the config may measure at or above `low_rps` (the low end of the pick's
-    capacity interval), given the calibrated prediction and the model's error."""
-    return prediction.throughput_rps * calibration * (1 + margin) >= low_rps
+              margin: float, drift: float = 1.0) -> bool:
+    """Whether the config may measure an interval that reaches `low_rps` (the low end of
+    the best's capacity interval), given the calibrated prediction and the model's error,
+    both intervals widened by the machine's drift as `decide` widens them (its top x
+    drift, the best's low end / drift)."""
+    return prediction.throughput_rps * calibration * (1 + margin) * drift >= low_rps / drift
 
 
 def tie_contender(feasible: Sequence[Prediction], measured: Collection[Config], pick: Config,
                   best_low_rps: float, calibration: float,
-                  margin: float) -> Prediction | None:
+                  margin: float, drift: float = 1.0) -> Prediction | None:
     """The next config to verify so that a tie's cheapest member is found: of the feasible
     configs not yet measured, with fewer instances than the pick (`cheaper`) and able to
     reach the best's interval (`could_tie`), the fewest instances, then the largest batch,
@@ -127,7 +130,7 @@ def tie_contender(feasible: Sequence[Prediction], measured: Collection[Config], 
     two different configs."""
     options = [p for p in feasible
                if p.config not in measured and cheaper(p.config, pick)
-               and could_tie(p, best_low_rps, calibration, margin)]
+               and could_tie(p, best_low_rps, calibration, margin, drift)]
     return min(options, key=lambda p: (p.config.instances, -largest_batch(p.config),
                                        -p.config.max_queue_delay_us, p.config), default=None)
 

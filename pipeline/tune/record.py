@@ -72,6 +72,11 @@ def tune_section(loaded: LoadedSpec, outcome: TuneOutcome,
                    for c, reason in sorted(outcome.pruned.items())],
         "baseline": candidate_json(baseline) if baseline else None,
         "baseline_in_space": baseline is not None and baseline.config in outcome.space,
+        # The baseline verified again at the end, and the drift between its two capacities
+        # that every interval was widened by (`drift.py`); null where not looked at.
+        "baseline_again": candidate_json(outcome.baseline_again)
+        if outcome.baseline_again else None,
+        "drift": outcome.drift.to_json() if outcome.drift else None,
         "winner": candidate_json(winner) if winner else None,
         "best_measured": candidate_json(decision.best) if decision.best else None,
         "tie": [c.config.label for c in decision.tied] if decision.is_tie else [],
@@ -126,6 +131,8 @@ def why(outcome: TuneOutcome) -> str:
             f"{sum(c.meets for c in outcome.measured)} verified configs that met every gate")
     if decision.line():
         text += f"; {decision.line()}"
+    if outcome.drift is not None and outcome.drift.basis != "not_needed":
+        text += f"; {outcome.drift.text()}"
     failed = [c for c in outcome.measured if not c.meets]
     if failed:
         text += f"; {len(failed)} verified config(s) missed the SLO"

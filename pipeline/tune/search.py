@@ -1,5 +1,11 @@
 """The search: explore a little, model, prune, verify the best few by measuring.
 
+Verification starts and ends with the baseline (the spec's own config): its two
+capacities, minutes apart, give the machine's drift during the run (`drift.py`), and
+every interval is widened by it before a tie is settled and the pick decided. The second
+verification comes after the ranked candidates and before the tie's cheaper configs are
+looked for, so that the search for them reaches as far as the decision will.
+
 The budget is checked before each step; no measurement in progress is cut short, and
 the first candidate is always verified, so a run always ends with a measured answer
 (marked `budget_exhausted` when the budget stopped the search early).
@@ -26,6 +32,7 @@ from pipeline.tune.adapters import (
 )
 from pipeline.tune.candidate import Candidate
 from pipeline.tune.decide import Decision, decide
+from pipeline.tune.drift import Drift, between, not_needed, unknown
 from pipeline.tune.explore import explore, plan_for
 from pipeline.tune.model import InstanceFit, Observation, Prediction, fit, predict
 from pipeline.tune.prune import (
@@ -84,6 +91,15 @@ class TuneOutcome:
     # The spec's current config, always measured; also among `candidates` when it is in
     # the space.
     baseline: Candidate | None = None
+    # The baseline verified again at the end of the verification phase (in no candidate
+    # list), and the drift between its two capacities; None until it was measured.
+    baseline_again: Candidate | None = None
+    drift: Drift | None = None
+
+    @property
+    def drift_factor(self) -> float:
+        """What every capacity interval is widened by (1 until the drift is known)."""
+        return self.drift.factor if self.drift is not None else 1.0
 
     @property
     def measured(self) -> list[Candidate]:
@@ -95,7 +111,7 @@ class TuneOutcome:
 
     @property
     def decision(self) -> Decision:
-        return decide(self.candidates, self.baseline)
+        return decide(self.candidates, self.baseline, self.drift_factor)
 
     @property
     def winner(self) -> Candidate | None:
@@ -238,6 +254,8 @@ def _verify_best(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutco
         outcome.candidates.append(candidate)
         estimate = max(estimate * 0.5, candidate.duration_s)
         _calibrate(outcome)
+    estimate = _measure_drift(session, loaded, outcome, settings, budget, estimate, run_dir,
+                              env, report, progress)
     settled = _settle_tie(session, loaded, outcome, settings, budget, estimate, run_dir, env,
                           report, progress)
     for prediction in queue:
@@ -262,7 +280,7 @@ def _settle_tie(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcom
             break
         choice = tie_contender(outcome.feasible, {c.config for c in outcome.measured},
                                pick.config, best.capacity.low_rps, outcome.calibration,
-                               outcome.model_margin)
+                               outcome.model_margin, outcome.drift_factor)
         if choice is None:
             break
         if budget.left() < estimate:
@@ -278,6 +296,36 @@ def _settle_tie(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcom
         estimate = max(estimate * 0.5, candidate.duration_s)
         _calibrate(outcome)
     return verified
+
+
+def _measure_drift(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcome,
+                   settings: TuneSettings, budget: Budget, estimate: float, run_dir: Path,
+                   env: Mapping[str, str], report: Report, progress: Progress) -> float:
+    """Verify the baseline again, so that its two capacities give the machine's drift
+    (`drift.between`); the drift is unknown (`drift.unknown`: the default factor) when
+    the budget has no room for it or the first verification stated no capacity, and not
+    needed when only one config was verified. Returns the next step's time estimate."""
+    baseline = outcome.baseline
+    if baseline is None or len(outcome.measured) < 2:
+        outcome.drift = not_needed()
+        return estimate
+    if baseline.capacity is None:
+        outcome.drift = unknown("the baseline's first verification stated no capacity")
+    elif budget.left() < estimate:
+        outcome.budget_exhausted = True
+        outcome.drift = unknown("no budget left to verify the baseline again",
+                                baseline.capacity)
+    else:
+        report("verifying the baseline again, for the machine's drift since its first "
+               "verification")
+        again = _verify_one(session, loaded, baseline.config, baseline.prediction, outcome,
+                            settings, run_dir, env, report, progress,
+                            folder=run_dir / "candidates" / "baseline-again")
+        outcome.baseline_again = again
+        outcome.drift = between(baseline.capacity, again.capacity)
+        estimate = max(estimate * 0.5, again.duration_s)
+    report(outcome.drift.text())
+    return estimate
 
 
 def _verify_baseline(session: ServingSession, loaded: LoadedSpec, outcome: TuneOutcome,
@@ -323,10 +371,10 @@ def _not_verified_reason(prediction: Prediction, outcome: TuneOutcome) -> str:
 def _verify_one(session: ServingSession, loaded: LoadedSpec, config: Config,
                 prediction: Prediction | None, outcome: TuneOutcome, settings: TuneSettings,
                 run_dir: Path, env: Mapping[str, str], report: Report,
-                progress: Progress) -> Candidate:
-    if outcome.baseline is None:
+                progress: Progress, folder: Path | None = None) -> Candidate:
+    if folder is None and outcome.baseline is None:
         folder = run_dir / "candidates" / "baseline"
-    else:
+    elif folder is None:
         folder = run_dir / "candidates" / f"{len(outcome.candidates) + 1:02d}"
     started = time.monotonic()
     predicted = f"predicted {prediction.throughput_rps:,.0f}/s" if prediction else \

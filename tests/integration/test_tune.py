@@ -65,6 +65,19 @@ def test_tune_searches_verifies_and_recommends(fast_project: Path,
         assert figure is None or figure["bound"] in ("exact", "lower_bound"), figure
     assert section["decision"] and section["best_measured"] is not None
     assert all((Path(c["record"])).is_file() for c in measured)
+    # The baseline verified again after the candidates, for the machine's drift, which
+    # every interval was widened by before the pick; said in the output.
+    drift, again = section["drift"], section["baseline_again"]
+    first = baseline["measured"]["capacity"]
+    if first is None:
+        assert drift["basis"] == "default" and again is None, drift
+    else:
+        assert again is not None and "batch 32 delay 2ms" in again["label"], drift
+        assert Path(again["record"]).is_file()
+        assert drift["baseline_rps"][0] == first["rps"]
+        assert drift["basis"] in ("exact", "lower_bound", "default"), drift
+    assert drift["factor"] >= 1.0
+    assert " ".join(drift["text"].split()) in " ".join(result.stdout.split())
     assert section["gpu_memory"].startswith("not measured")
     assert "recommended:" in result.stdout and "max_batch_size" in result.stdout
     report = (fast_project / ".serve-pipeline" / "runs" / record["run_id"] / "report.html")
@@ -83,6 +96,10 @@ def test_budget_exhausted_keeps_the_best_verified(fast_project: Path,
     assert len(section["candidates"]) == 1
     assert "budget exhausted" in section["why"]
     assert any("budget" in p["reason"] for p in section["pruned"])
+    # No time to verify the baseline again: the drift is unknown, the default factor.
+    assert section["baseline_again"] is None
+    assert section["drift"]["basis"] == "default" and section["drift"]["factor"] == 1.3
+    assert "drift is unknown" in section["why"]
     no_leftovers()
 
 

@@ -147,3 +147,110 @@ def test_memory_decides_only_beyond_its_noise() -> None:
     assert decide([small, large], None).pick is small
     lean = candidate(1, 560.0, None, memory=400.0, batch=64)
     assert decide([small, lean], None).pick is lean
+
+
+def exact(instances: int, rps: float, high: float, batch: int = 32) -> Candidate:
+    return candidate(instances, rps, high, batch=batch)
+
+
+def test_two_configs_3_percent_apart_tie_within_the_machines_drift() -> None:
+    """The issue's run: x1 b32 6,179/s [6,179–6,361] under x2 b16 6,538/s [6,538–8,826] by
+    3%, not tied on their brackets alone, while the machine moved one config by 30-50%
+    between two verifications. Widened by a drift of 1.4 they tie, and the cheaper (one
+    instance) is recommended."""
+    one = exact(1, 6179.0, 6361.0, batch=32)
+    two = exact(2, 6538.0, 8826.0, batch=16)
+    steady = decide([two, one], None)
+    assert steady.pick is two and not steady.is_tie
+    assert "beyond both intervals" in steady.runner_up
+    drifting = decide([two, one], None, drift=1.4)
+    assert drifting.best is two and drifting.is_tie and drifting.pick is one
+    assert "machine's drift (x1.40)" in drifting.line()
+    # A config beyond the drift too still loses: 6,361 x 1.4 < 13,000 / 1.4.
+    far = exact(2, 13000.0, 14000.0, batch=16)
+    beaten = decide([far, one], None, drift=1.4)
+    assert beaten.pick is far and "widened by the drift (x1.40)" in beaten.runner_up
+
+
+def test_the_drift_is_the_baselines_two_capacities_apart() -> None:
+    from pipeline.tune.drift import DEFAULT_DRIFT, between
+    first = CapacityFigure(7737.0, 7737.0, 9430.0, "exact", "a failing rate")
+    second = CapacityFigure(5526.0, 5526.0, 6000.0, "exact", "a failing rate")
+    drift = between(first, second)
+    assert drift.basis == "exact" and drift.measured
+    assert abs(drift.factor - 7737.0 / 5526.0) < 1e-9
+    assert "drifted by 40% between the baseline's two verifications" in drift.text()
+    assert drift.to_json()["baseline_rps"] == [7737.0, 5526.0]
+    # Lower bounds stop where their search stopped, not where the machine was: two
+    # capped alike bound nothing, so the default widens (or the ratio, when larger).
+    bound = CapacityFigure(560.0, 560.0, None, "lower_bound", "the time budget")
+    assert between(bound, bound).factor == DEFAULT_DRIFT
+    assert between(bound, bound).basis == "lower_bound"
+    assert between(bound, CapacityFigure(1120.0, 1120.0, 1200.0, "exact", "")).factor == 2.0
+    assert between(first, None).basis == "default"
+    assert between(first, None).factor == DEFAULT_DRIFT
+
+
+def test_the_tie_search_reaches_as_far_as_the_drift_widens() -> None:
+    from pipeline.tune.prune import could_tie
+    prediction = _predicted(1, 32, 1000.0)
+    assert not could_tie(prediction, 2000.0, 1.0, 0.3)
+    assert could_tie(prediction, 2000.0, 1.0, 0.3, drift=1.4)     # 1,820/s >= 1,429/s
+    best = candidate(2, 2000.0, 2100.0, batch=64)
+    assert tie_contender([prediction], {best.config}, best.config, 2000.0, 1.0, 0.3) is None
+    assert tie_contender([prediction], {best.config}, best.config, 2000.0, 1.0, 0.3,
+                         drift=1.4) is prediction
+
+
+def test_a_run_with_no_budget_to_verify_the_baseline_again_widens_by_the_default(
+        project: Path) -> None:
+    """The second verification is skipped, said so, and the drift taken as unknown: every
+    interval widened by DEFAULT_DRIFT, so 3% apart is a tie, the cheaper recommended."""
+    from pipeline.context import no_progress
+    from pipeline.report.tune import capacity_text, render_tune_table
+    from pipeline.tune.adapters import ServingSession
+    from pipeline.tune.drift import DEFAULT_DRIFT
+    from pipeline.tune.record import tune_section
+    from pipeline.tune.search import Budget, TuneOutcome, TuneSettings, _measure_drift
+
+    loaded = load_spec(project / "serve.yaml")
+    baseline = exact(2, 6538.0, 8826.0, batch=16)
+    one = exact(1, 6179.0, 6361.0, batch=32)
+    outcome = TuneOutcome([one.config], candidates=[one], baseline=baseline)
+    assert outcome.decision.pick is baseline            # no drift known yet: not tied
+    session = ServingSession(loaded, project / "servers", {}, model_control=True)
+    settings = TuneSettings(1.0, 3, 1.0, None, None)
+    lines: list[str] = []
+    _measure_drift(session, loaded, outcome, settings, Budget(0.0), 30.0, project, {},
+                   lines.append, no_progress)
+    assert session.starts == 0 and not session.events    # nothing was served
+    assert outcome.drift is not None and outcome.drift.basis == "default"
+    assert outcome.drift_factor == DEFAULT_DRIFT and outcome.budget_exhausted
+    assert outcome.baseline_again is None
+    assert lines == [outcome.drift.text()] and "no budget left" in lines[0]
+    decision = outcome.decision
+    assert decision.is_tie and decision.pick is one
+    section = tune_section(loaded, outcome, settings)
+    assert section["drift"]["measured"] is False and section["drift"]["factor"] == 1.3
+    assert section["drift"]["baseline_rps"] == [6538.0, None]
+    assert "the machine's drift is unknown" in section["why"]
+    assert section["winner"]["label"] == one.config.label
+    measured = section["winner"]["measured"]
+    assert capacity_text(measured, 1.3) == \
+        "6,179/s [6,179–6,361/s]; with the drift [4,753/s–8,269/s]"
+    assert render_tune_table({"name": "m", "run_id": "r", "tune": section}).caption
+
+
+def test_one_verified_config_needs_no_drift(project: Path) -> None:
+    from pipeline.context import no_progress
+    from pipeline.tune.adapters import ServingSession
+    from pipeline.tune.search import Budget, TuneOutcome, TuneSettings, _measure_drift
+
+    loaded = load_spec(project / "serve.yaml")
+    baseline = exact(2, 6538.0, 8826.0)
+    outcome = TuneOutcome([baseline.config], candidates=[baseline], baseline=baseline)
+    session = ServingSession(loaded, project / "servers", {}, model_control=True)
+    _measure_drift(session, loaded, outcome, TuneSettings(600.0, 3, 1.0, None, None),
+                   Budget(600.0), 30.0, project, {}, lambda line: None, no_progress)
+    assert outcome.drift is not None and outcome.drift.basis == "not_needed"
+    assert outcome.drift_factor == 1.0 and session.starts == 0
