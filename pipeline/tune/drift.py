@@ -36,6 +36,9 @@ from typing import Any, Literal
 from pipeline.statistics.capacity_figure import CapacityFigure
 
 DEFAULT_DRIFT = 1.3
+# From here the widened intervals of any two configs overlap by design: the pick is the
+# cheapest config that met the SLO, and the run says the machine, not the configs, decided.
+UNSETTLED_DRIFT = 2.0
 
 Basis = Literal["exact", "lower_bound", "default", "not_needed"]
 
@@ -64,9 +67,17 @@ class Drift:
         read = f"{self.first.rps:,.0f}/s, then {self.second.rps:,.0f}/s"
         if self.basis == "lower_bound":
             return (f"the baseline's two verifications read {read}, a lower bound among them "
-                    f"({self.why}): intervals widened by {share} (x{self.factor:.2f})")
+                    f"({self.why}): intervals widened by {share} (x{self.factor:.2f})"
+                    f"{self._unsettled()}")
         return (f"the machine drifted by {share} between the baseline's two verifications "
-                f"({read}); intervals widened by it (x{self.factor:.2f})")
+                f"({read}); intervals widened by it (x{self.factor:.2f}){self._unsettled()}")
+
+    def _unsettled(self) -> str:
+        if self.factor < UNSETTLED_DRIFT:
+            return ""
+        return ("; at this drift the configs cannot be told apart on this machine: the "
+                "cheapest that met the SLO is recommended, run tune again where the machine "
+                "is quieter to rank them")
 
     def to_json(self) -> dict[str, Any]:
         return {"factor": self.factor, "percent": round(100 * (self.factor - 1), 1),

@@ -180,6 +180,11 @@ def test_the_drift_is_the_baselines_two_capacities_apart() -> None:
     assert drift.basis == "exact" and drift.measured
     assert abs(drift.factor - 7737.0 / 5526.0) < 1e-9
     assert "drifted by 40% between the baseline's two verifications" in drift.text()
+    assert "cannot be told apart" not in drift.text()
+    # Twice apart or more, every widened pair overlaps: the run says the machine decided.
+    slow = CapacityFigure(2097.0, 2097.0, 2300.0, "exact", "a failing rate")
+    swamped = between(slow, CapacityFigure(1048.0, 1048.0, 1200.0, "exact", ""))
+    assert "cannot be told apart on this machine" in swamped.text()
     assert drift.to_json()["baseline_rps"] == [7737.0, 5526.0]
     # Lower bounds stop where their search stopped, not where the machine was: two
     # capped alike bound nothing, so the default widens (or the ratio, when larger).
