@@ -10,8 +10,9 @@ time of each stage, the floor, and the overhead ratio:
     overhead = (total wall time of the command - floor) / total
 
 The server's graceful shutdown is shown on its own line. tritonserver spends
-about 1.5 s per python-backend instance on it (a fixed 1 s health check per
-stub before its finalize, then a 1 s poll), the run record reports it as a
+a little over 1 s per python-backend instance on it, one instance after another
+(a fixed 1 s health check per stub before its finalize; the generated model.py
+skips the interpreter's teardown after it), then up to 1 s of its own poll; the run record reports it as a
 measured server behaviour (exit status, seconds), and it overlaps publish.
 Both ratios are printed: with the shutdown counted as the server's time (like
 its cold start) and with it counted as the pipeline's overhead.
