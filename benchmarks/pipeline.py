@@ -12,8 +12,9 @@ time of each stage, the floor, and the overhead ratio:
 The server's graceful shutdown is shown on its own line. tritonserver spends
 a little over 1 s per python-backend instance on it, one instance after another
 (a fixed 1 s health check per stub before its finalize; the generated model.py
-skips the interpreter's teardown after it), then up to 1 s of its own poll; the run record reports it as a
-measured server behaviour (exit status, seconds), and it overlaps publish.
+skips the interpreter's teardown after it), then up to 1 s of its own poll; the
+run record reports it as a measured server behaviour (exit status, seconds),
+and it overlaps publish.
 Both ratios are printed: with the shutdown counted as the server's time (like
 its cold start) and with it counted as the pipeline's overhead.
 

@@ -520,9 +520,16 @@ def _first_rate(search: CapacitySearch, settings: SearchSettings) -> float | Non
     return _next_rate(search, search.start_rps, settings)
 
 
+# A client that fell behind once is most often one busy moment of a shared machine (a
+# 2-core runner's neighbour), not a client that cannot send that rate: the step is measured
+# again this many times (each rate) before the search stops at it.
+CLIENT_BOUND_RETRIES = 1
+
+
 def _bracket(run: _Runner) -> None:
     search, settings = run.search, run.settings
     rate = _first_rate(search, settings)
+    retries = 0
     while rate is not None and not search.stuck:
         best = search.best_step
         hold = settings.longest(settings.hold_first(min(rate, best.rate_rps) if best else rate))
@@ -536,13 +543,16 @@ def _bracket(run: _Runner) -> None:
             return
         outcome = run.measure(rate, settings.step_duration(rate), hold=False)
         if outcome.verdict != "client_bound":
-            rate = _next_rate(search, rate, settings)
+            rate, retries = _next_rate(search, rate, settings), 0
         elif best is None:
             rate *= settings.down       # nothing judged yet: a lower rate the client can keep
+        elif retries < CLIENT_BOUND_RETRIES:
+            retries += 1                # the same rate again
         else:
             search.capped_by = "the load generator (it fell behind its schedule)"
-            search.stop_reason = (f"the client fell behind its schedule at {rate:.0f}/s, "
-                                  "so that rate could not be judged")
+            again = f", {retries + 1} times" if retries else ""
+            search.stop_reason = (f"the client fell behind its schedule at {rate:.0f}/s"
+                                  f"{again}, so that rate could not be judged")
             return
 
 
