@@ -87,7 +87,9 @@ def tuned(loaded: LoadedSpec, folder: Path, env: Mapping[str, str],
                             "configs_measured": len(outcome.candidates),
                             "space_size": len(outcome.space),
                             "baseline": outcome.baseline.config.label
-                            if outcome.baseline else None}
+                            if outcome.baseline else None,
+                            # What the pick's intervals were widened by (tune's drift.py).
+                            "drift": outcome.drift.to_json() if outcome.drift else None}
     if winner is None:
         info.update(config=None, note="no config met the SLO: compared as written")
         return loaded, info

@@ -285,6 +285,8 @@ def test_tuned_compares_each_kind_at_the_config_tune_recommends(project: Path) -
         server = record["servers"][kind]
         assert server["tuned"]["space_size"] == 1, server["tuned"]
         assert "batch 32" in server["tuned"]["baseline"]     # the spec's own, measured too
+        drift = server["tuned"]["drift"]
+        assert drift is not None and drift["factor"] >= 1.0 and drift["text"], drift
         if server["tuned"]["config"] is not None:
             # The one config of the space, or the baseline when it did better.
             found = re.search(r"batch (4|32) ", server["tuned"]["config"])

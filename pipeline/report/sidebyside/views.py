@@ -44,7 +44,11 @@ def summary_rows(record: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
 
     def tuned(s: Mapping[str, Any]) -> str:
         tuning = s.get("tuned") or {}
-        return str(tuning.get("config") or tuning.get("note") or "–")
+        text = str(tuning.get("config") or tuning.get("note") or "–")
+        drift = tuning.get("drift") or {}
+        if drift.get("factor", 1.0) > 1.0:
+            text += f" (tune's intervals widened by its drift, x{drift['factor']:.2f})"
+        return text
 
     def capacity(s: Mapping[str, Any]) -> str:
         figure = CapacityFigure.from_json(s.get("capacity"))
