@@ -40,7 +40,9 @@ its agreement is that of three lower bounds: it proves the plumbing, not the fig
 One quick run here (2 cores shared with other measurements): promote, tune and
 compare each "capacity ≥ 560/s (lower bound: capped by the time budget)", agree true, in
 32 s, 28 s and 54 s; the knees (diagnostic) 4,486/s (promote) and 9,699/s (compare, a
-lower bound at its concurrency cap of 64, from 1 s windows). The full run is the test.
+lower bound at its concurrency cap of 64, from 1 s windows). The full run is the test:
+one, nothing else on the 2 cores, 5 min: promote 6,678/s [6,678–6,956], tune 11,219/s
+[11,219–12,465], compare 6,121/s [6,121–10,201], agree false (see docs/benchmarks.md).
 """
 
 from __future__ import annotations
