@@ -60,11 +60,12 @@ def replayed(server: ModelServer, loaded: LoadedSpec, log: Path, workers: int,
 async def pacer_only_lag_p99_ms(offsets: list[float], seconds: float = 10.0) -> float:
     """The schedule error of the pacer alone over the log's first `seconds`, nothing sent:
     what this machine allows this process whatever the replay does."""
-    pacer = Pacer()
+    kept = [offset for offset in offsets if offset < seconds]
+    pacer = Pacer(len(kept) / seconds)     # as the replay's own window is told
     start = time.perf_counter() + 0.1
     lags = []
     try:
-        for offset in (offset for offset in offsets if offset < seconds):
+        for offset in kept:
             await pacer.until(start + offset)
             lags.append(time.perf_counter() - start - offset)
     finally:

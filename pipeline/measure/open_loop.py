@@ -137,6 +137,13 @@ def _burst_end(phases: Sequence[Phase]) -> float | None:
     return sum(phase.duration_s for phase in phases[: names.index("burst") + 1])
 
 
+def _mean_rate(plan: Sequence[tuple[float, str]]) -> float | None:
+    """Requests per second over the plan's span (None for fewer than two requests)."""
+    if len(plan) < 2 or plan[-1][0] <= plan[0][0]:
+        return None
+    return (len(plan) - 1) / (plan[-1][0] - plan[0][0])
+
+
 class _OpenLoopWindow:
     """One open-loop window: the requests in flight and where each outcome is counted."""
 
@@ -152,7 +159,7 @@ class _OpenLoopWindow:
         self.max_in_flight = max_in_flight
         self.hard_end = hard_end
         self.transport = transport
-        self.pacer = Pacer()
+        self.pacer = Pacer(_mean_rate(plan))
         self.in_flight: dict[asyncio.Task[None], tuple[LoadResult, bool]] = {}
         self.detached: set[asyncio.Task[None]] = set()
         self.errors = 0

@@ -7,9 +7,13 @@ the instant, then a helper thread sleeps the rest with the OS's sub-millisecond 
 wakes the loop through its self-pipe (call_soon_threadsafe), which is not rounded.
 Spinning would come closer, but burns a core that the server under test may need.
 
-The thread costs a hand-off per request, so it is used only where requests are at least
-FINE_GAP_S apart (up to 1000/s); a faster schedule keeps the loop busy anyway, and its
-lag is judged against its own interval (see OpenLoopResult.client_bound).
+The thread costs a hand-off per request (about 90 µs of CPU here), so it is used for every
+wait only where the schedule's mean rate is at most FINE_MEAN_RATE (2,000/s: under a fifth
+of a core). A Poisson schedule at 1,000/s has 63% of its gaps under 1 ms; leaving those to
+the loop's rounded sleep held the pacer's own lag p99 at 1.1 ms with nothing sent (0.3 ms
+with the thread; benchmarks/replay.py, pacer_only_lag_p99_ms). A faster schedule hands off
+only after gaps of FINE_GAP_S or more: its loop is busy anyway, and its lag is judged
+against its own interval (see OpenLoopResult.client_bound).
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ COARSE_MARGIN_S = 0.003
 # Closer than this to the instant: wait the rest here rather than hand off.
 FINE_BELOW_S = 0.0002
 FINE_GAP_S = 0.001
+FINE_MEAN_RATE = 2000.0
 
 
 class Pacer:
-    """Waits until each instant in turn (one wait at a time); `close` ends its thread."""
+    """Waits until each instant in turn (one wait at a time); `close` ends its thread.
+    `mean_rate` is the schedule's requests per second (None: unknown, judged by each gap)."""
 
-    def __init__(self) -> None:
+    def __init__(self, mean_rate: float | None = None) -> None:
+        self._fine_everywhere = mean_rate is not None and mean_rate <= FINE_MEAN_RATE
         self._thread: ThreadPoolExecutor | None = None
         self._last = float("-inf")
         self.handoffs = 0       # waits finished by the thread
@@ -37,7 +44,7 @@ class Pacer:
     async def until(self, instant: float) -> None:
         gap, self._last = instant - self._last, instant
         delay = instant - time.perf_counter()
-        if gap < FINE_GAP_S:
+        if gap < FINE_GAP_S and not self._fine_everywhere:
             if delay > 0:
                 await asyncio.sleep(delay)
             return
