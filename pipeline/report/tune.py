@@ -143,7 +143,10 @@ def render_tune_html(record: Mapping[str, Any]) -> str:
         f"{section['restarts']}; GPU memory {section['gpu_memory']}."), cls="muted")
     if drift_text(section):
         add_element(main, "p", drift_text(section) + ".", id="tune-drift", cls="muted")
-    chart = add_section(main, "Capacity at the SLO against p99, with each interval")
+    drift = drift_factor(section)
+    chart = add_section(main, "Capacity at the SLO against p99, with each interval" + (
+        f" widened by the machine's drift (x{drift:.2f}), as the pick saw it"
+        if drift > 1.0 else ""))
     chart.append(capacity_points_chart(section))
     body = add_table(add_section(main, "Every measured config"),
                      [(text, "") for text in HEADERS], "tune-candidates")
@@ -179,14 +182,17 @@ def recommended_yaml(block: Mapping[str, Any]) -> str:
 
 def capacity_points_chart(section: Mapping[str, Any]) -> ET.Element:
     """Each measured config's capacity at the SLO (y, with its interval; the older records'
-    single throughput without one) against its latency stage's p99 (x); slo.p99 as a line."""
+    single throughput without one) against its latency stage's p99 (x); slo.p99 as a line.
+    The intervals are widened by the run's drift, as the decision widened them."""
     winner = (section.get("winner") or {}).get("label")
+    drift = drift_factor(section)
     points = []
     for candidate in measured_candidates(section):
         measured = candidate.get("measured") or {}
         if measured.get("p99_ms") is None:
             continue
         figure = CapacityFigure.from_json(measured.get("capacity"))
+        figure = figure.widened(drift) if figure else None
         rate = figure.rps if figure else float(measured.get("throughput_rps") or 0.0)
         low = figure.low_rps if figure else rate
         high = figure.high_rps if figure else rate

@@ -155,6 +155,13 @@ def test_the_html_report_charts_measured_points_and_labels_predictions() -> None
     assert "&lt;won&gt;" in html and "4,000/s (predicted, measured/predicted 0.50)" in html
     assert "not measured" in html and "max_batch_size: 32" in html
 
+    # With the machine's drift, the chart draws the intervals the pick was decided on.
+    drifted = render_tune_html({"name": "m", "run_id": "r", "status": "passed",
+                                "tune": {**section, "drift": {"factor": 1.5, "text": "x1.5"}}})
+    assert "interval 1,333/s to 3,450/s" in drifted and "widened by the machine's drift" \
+        in drifted
+    assert "interval 333/s to a lower bound" in drifted
+
 
 def test_the_docs_state_the_examples_space_as_tune_builds_it(project: Path) -> None:
     import re
