@@ -140,11 +140,13 @@ def _p(values: Floats, q: float) -> float:
 def measurement(rate: float, duration_s: float, arrivals: Floats, latency: Floats,
                 hold: bool) -> capacity.StepMeasurement:
     """What the real step measures, from simulated latencies: timeouts are errors censored
-    at the timeout, a hold's blocks by intended start, the drain after the schedule."""
-    errors = float(np.mean(latency > TIMEOUT_S))
+    at the timeout, a hold's blocks by intended start (its error rate and samples those of
+    the blocks after its warm-up), the drain after the schedule."""
     censored = np.minimum(latency, TIMEOUT_S)
     count = HOLD_BLOCKS if hold else 2
     cut = np.minimum((arrivals / duration_s * count).astype(int), count - 1)
+    judged = latency[cut >= 1] if hold else latency
+    errors = float(np.mean(judged > TIMEOUT_S)) if len(judged) else 0.0
     parts = [censored[cut == index] for index in range(count)]
     blocks = tuple(Block(len(part), _p(part, 50), _p(part, 99)) for part in parts) if hold \
         else ()
@@ -153,7 +155,7 @@ def measurement(rate: float, duration_s: float, arrivals: Floats, latency: Float
     drain = max(0.0, float(np.max(arrivals + censored)) - duration_s)
     return capacity.StepMeasurement(
         rate, duration_s, _p(censored, 99), _p(first, 50), _p(second, 50), errors,
-        len(censored), drain, 0.0, False, blocks=blocks,
+        len(judged), drain, 0.0, False, blocks=blocks,
         settled_p99_ms=_p(np.concatenate(parts[1:]), 99) if hold else None)
 
 

@@ -52,8 +52,11 @@ def measure_capacity(sender: LoadSender, server: ModelServer, target: Target,
                               f"capacity {'hold' if hold else 'step'} at {rate:.0f}/s",
                               "constant", timeout_s=timeout_s, hard_end=HardEnd(
                                   duration_s + timeout_s, min(duration_s, request_timeout_s),
-                                  error_cutoff(rate * duration_s, slo.error_rate.fraction,
-                                               confidence if hold else None)),
+                                  error_cutoff(rate * duration_s * (parts - 1) / parts
+                                               if hold else rate * duration_s,
+                                               slo.error_rate.fraction,
+                                               confidence if hold else None),
+                                  warmup_phases=1 if hold else 0),
                               max_in_flight=step_in_flight(rate, slo.p99.seconds))
         return capacity.judge(step_measurement(rate, duration_s, outcome, hold, confidence),
                               limits, on_bound=hold)
@@ -96,7 +99,10 @@ def step_phases(rate: float, duration_s: float, parts: int) -> list[Phase]:
 
 def step_measurement(rate: float, duration_s: float, outcome: OpenLoopResult, hold: bool,
                      confidence: float) -> capacity.StepMeasurement:
-    """The window's figures: its halves' medians, a hold's blocks (the first a warm-up)."""
+    """The window's figures: its halves' medians, a hold's blocks (the first a warm-up).
+    A hold's error rate and samples are those of the blocks after the warm-up, as its p99:
+    a server that times out a few requests as the load starts from idle (or while the
+    last step's overload still clears) has not failed the rate it then holds."""
     parts = list(outcome.phases.values())
     half = len(parts) // 2
     first, second, whole, settled = LoadResult(0.0), LoadResult(0.0), LoadResult(0.0), \
@@ -108,9 +114,10 @@ def step_measurement(rate: float, duration_s: float, outcome: OpenLoopResult, ho
             settled.merge(part)
     blocks = tuple(Block(int(part.histogram.get_total_count()), part.percentile_ms(50),
                          part.percentile_ms(99)) for part in parts) if hold else ()
+    judged = settled if hold else whole
     return capacity.StepMeasurement(
         rate, duration_s, whole.percentile_ms(99), first.percentile_ms(50),
-        second.percentile_ms(50), whole.error_rate, int(whole.histogram.get_total_count()),
+        second.percentile_ms(50), judged.error_rate, int(judged.histogram.get_total_count()),
         outcome.drain_s, outcome.lag_p99_us / 1e3, outcome.client_bound,
         outcome.from_send.percentile_ms(99), sum(whole.errors[kind] for kind in UNANSWERED),
         outcome.lingered_s, p99_interval_ms(whole, confidence), blocks=blocks,

@@ -98,6 +98,9 @@ class HardEnd:
     # More errors than this and the window has failed whatever comes: it stops sending
     # (the rest count as "unsent"), so that an overload lasts no longer than it must.
     max_errors: int | None = None
+    # The errors of the first this many phases do not count toward max_errors: a capacity
+    # hold's warm-up block, which its verdict does not judge either.
+    warmup_phases: int = 0
 
 
 async def open_loop(target: Target, phases: Sequence[Phase], timeout_s: float,
@@ -162,7 +165,9 @@ class _OpenLoopWindow:
         self.pacer = Pacer(_mean_rate(plan))
         self.in_flight: dict[asyncio.Task[None], tuple[LoadResult, bool]] = {}
         self.detached: set[asyncio.Task[None]] = set()
-        self.errors = 0
+        self.errors = 0           # counted toward the hard end's max_errors
+        warmup = hard_end.warmup_phases if hard_end else 0
+        self.uncounted = {id(self.results[phase.name]) for phase in phases[:warmup]}
         self.start = 0.0
         self.last_burst_done = 0.0
         self.lingered_s = 0.0
@@ -178,7 +183,8 @@ class _OpenLoopWindow:
             bucket.completed += 1
             from_send.completed += 1
             return
-        self.errors += 1
+        if id(bucket) not in self.uncounted:
+            self.errors += 1
         bucket.histogram.record_value(failed_latency_us(since_intended, self.timeout_s))
         bucket.record_size(size, failed_latency_us(since_intended, self.timeout_s))
         from_send.histogram.record_value(failed_latency_us(since_sent, self.timeout_s))

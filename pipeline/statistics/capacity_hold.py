@@ -7,7 +7,10 @@ passed 12% of the time at 7% over the capacity). A hold is therefore cut into eq
 in time, and the block is the unit of evidence:
 
 - The first block is a warm-up: the hold starts from an idle server, and its queue needs
-  a while to reach its steady state. It is measured and shown, not judged.
+  a while to reach its steady state. It is measured and shown, not judged: neither its
+  p99 nor its errors (a hold's error rate is its later blocks', and its errors do not
+  stop it early). A TorchServe hold right after a failed one was seen to time out its
+  first second's requests and stop on them, at a rate a step had passed minutes before.
 - The p99 is the pooled p99 of the judged blocks; its interval is sectioning's (the spread
   of the per-block p99s, Student's t with blocks - 1 degrees of freedom). That assumes
   blocks far apart in time are close to independent, not that requests are.

@@ -11,8 +11,9 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from pipeline.gates.capacity import capacity_gate
-from pipeline.measure.capacity_steps import step_in_flight
+from pipeline.measure.capacity_steps import step_in_flight, step_measurement
 from pipeline.measure.drain import until_prompt
+from pipeline.measure.load_result import LoadResult
 from pipeline.measure.loadgen import HardEnd, Phase, open_loop
 from pipeline.measure.open_loop import _OpenLoopWindow
 from pipeline.measure.wire.transport import Sent
@@ -458,6 +459,23 @@ def test_a_step_that_has_failed_stops_sending(delayed: str) -> None:
                                     hard_end=HardEnd(1.1, 1.0, max_errors=2)))
     errors = outcome.phases["steady"].errors
     assert errors["unsent"] > 20 and sum(errors.values()) == 50
+
+
+def test_a_holds_warm_up_errors_neither_stop_it_nor_count(delayed: str) -> None:
+    # Every request times out. The warm-up's errors do not stop the window: all of it is
+    # sent; the block after it stops sending once its own errors pass the budget.
+    phases = [Phase("part0", 20.0, 0.5), Phase("burst", 20.0, 1.0)]
+    outcome = asyncio.run(open_loop(_request(delayed, 150), phases, 0.1,
+                                    hard_end=HardEnd(1.6, 1.0, max_errors=2,
+                                                     warmup_phases=1)))
+    assert "unsent" not in outcome.phases["part0"].errors
+    assert outcome.phases["part0"].error_count == 10
+    assert outcome.phases["burst"].errors["unsent"] > 0
+    # The hold's error rate is that of the blocks after its warm-up.
+    quiet = replace(outcome, phases={"part0": outcome.phases["part0"],
+                                     "burst": LoadResult(1.0)})
+    assert step_measurement(20.0, 1.0, quiet, True, 0.95).error_rate == 0.0
+    assert step_measurement(20.0, 1.0, quiet, False, 0.95).error_rate == 1.0
 
 
 def test_the_threshold_is_held_first_then_the_capacity_refined() -> None:
