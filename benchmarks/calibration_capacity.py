@@ -5,7 +5,8 @@ per batch with jitter, and slow periods as a busy neighbour gives them) answers 
 loop's constant arrivals; a fake clock stands for the time each step takes. The project's
 own capacity code judges it: `find_capacity`, `judge` (the holds' blocks) and the capacity
 gate. The true capacity of each simulated server is the highest rate whose long-run p99
-meets the SLO (found once per case by a long simulation).
+meets the SLO (found once per case by a long simulation). One case stalls at the start of
+every window (a server still clearing the last overload): it is judged on holds only.
 
     python benchmarks/calibration_capacity.py [--trials N] [--seed S]
 
@@ -59,6 +60,9 @@ class Server:
     slow_factor: float
     slow_mean_s: float       # the mean length of a slow period
     physical_rps: float      # the most the server can do at all (for the report)
+    # Each window starts with the server answering nothing for this long: what the last
+    # step's overload still clearing, or a pause as the load starts, does to a hold.
+    start_stall_s: float = 0.0
 
 
 CASES = {
@@ -68,6 +72,10 @@ CASES = {
     # the time in periods of 0.2 s: correlated latencies, as on a busy 2-core machine.
     "batched_busy": Server(2, 32, 0.002, 0.001, 0.0003, 0.3, 0.15, 2.0, 0.2, 6000.0),
     "batched_quiet": Server(2, 32, 0.002, 0.001, 0.0003, 0.2, 0.0, 1.0, 0.2, 6000.0),
+    # The same, each window starting with a 0.4 s stall: its first requests time out, and
+    # the backlog is worked off within the first of a 20 s hold's blocks (its warm-up).
+    "batched_stalled_start": Server(2, 32, 0.002, 0.001, 0.0003, 0.2, 0.0, 1.0, 0.2, 6000.0,
+                                    start_stall_s=0.4),
 }
 
 
@@ -103,7 +111,7 @@ class Simulated:
         server, count = self.server, max(1, int(rate * duration_s))
         arrivals = np.arange(count) / rate
         done = np.empty(count)
-        free = [0.0] * server.instances
+        free = [server.start_stall_s] * server.instances
         jitter = self.rng.lognormal(-server.jitter ** 2 / 2, server.jitter, count)
         i = 0
         while i < count:
@@ -215,6 +223,12 @@ def case_rates(name: str, server: Server, trials: int, seed: int) -> dict[str, f
     above = np.mean([hold_passes(server, 1.1 * true, s) for s in seeds])
     at = np.mean([hold_passes(server, 1.0 * true, s) for s in seeds])
     below = np.mean([hold_passes(server, 0.8 * true, s) for s in seeds])
+    holds = {f"{name}_true_capacity_rps": round(true, 1),
+             f"{name}_hold_pass_above_10pct": float(above),
+             f"{name}_hold_pass_at_capacity": float(at),
+             f"{name}_hold_pass_at_0_8": float(below)}
+    if server.start_stall_s > 0:
+        return holds      # a hold's case: a 1 s step that stalls 0.4 s fails, as it should
     # The closed-loop knee's throughput is about the physical limit (never idle).
     knee = server.physical_rps * 0.95
     decided, exact, over = [], [], []
@@ -226,10 +240,7 @@ def case_rates(name: str, server: Server, trials: int, seed: int) -> dict[str, f
         exact.append(found.bound == "exact" and
                      0.7 * server.physical_rps <= rate <= server.physical_rps)
         over.append(rate > 1.1 * true)
-    return {f"{name}_true_capacity_rps": round(true, 1),
-            f"{name}_hold_pass_above_10pct": float(above),
-            f"{name}_hold_pass_at_capacity": float(at),
-            f"{name}_hold_pass_at_0_8": float(below),
+    return {**holds,
             f"{name}_threshold_decided_pass": float(np.mean(decided)),
             f"{name}_exact_within_70_100pct": float(np.mean(exact)),
             f"{name}_capacity_over_10pct": float(np.mean(over))}
@@ -258,11 +269,14 @@ def capacity_pass_rates(trials: int = 100, seed: int = 1) -> dict[str, float]:
     for name, server in CASES.items():
         rates |= case_rates(name, server, trials, seed)
     names = list(CASES)
+    searched = [n for n in names if f"{n}_threshold_decided_pass" in rates]
     rates["capacity_pass_above_10pct"] = max(rates[f"{n}_hold_pass_above_10pct"] for n in names)
     rates["capacity_pass_at_0_8"] = min(rates[f"{n}_hold_pass_at_0_8"] for n in names)
-    rates["threshold_decided_pass"] = min(rates[f"{n}_threshold_decided_pass"] for n in names)
+    rates["threshold_decided_pass"] = min(rates[f"{n}_threshold_decided_pass"]
+                                          for n in searched)
     rates["exact_within_70_100pct"] = rates["slow_exact_within_70_100pct"]
-    rates["capacity_search_over_10pct"] = max(rates[f"{n}_capacity_over_10pct"] for n in names)
+    rates["capacity_search_over_10pct"] = max(rates[f"{n}_capacity_over_10pct"]
+                                              for n in searched)
     return rates
 
 
