@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.replay_log import arrival_times, log_lines  # noqa: E402
 from pipeline.context import RunContext  # noqa: E402
-from pipeline.measure.pacing import Pacer  # noqa: E402
+from pipeline.measure.pacing import Pacer, schedule_rate  # noqa: E402
 from pipeline.servers import serving  # noqa: E402
 from pipeline.servers.base import ModelServer  # noqa: E402
 from pipeline.servers.specs import load_spec, validate_spec  # noqa: E402
@@ -61,7 +61,7 @@ async def pacer_only_lag_p99_ms(offsets: list[float], seconds: float = 10.0) -> 
     """The schedule error of the pacer alone over the log's first `seconds`, nothing sent:
     what this machine allows this process whatever the replay does."""
     kept = [offset for offset in offsets if offset < seconds]
-    pacer = Pacer(len(kept) / seconds)     # as the replay's own window is told
+    pacer = Pacer(schedule_rate(kept[0], kept[-1], len(kept)) if kept else None)
     start = time.perf_counter() + 0.1
     lags = []
     try:

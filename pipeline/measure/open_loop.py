@@ -16,7 +16,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from pipeline.measure.load_result import LoadResult, failed_latency_us, latency_us, new_histogram
-from pipeline.measure.pacing import Pacer
+from pipeline.measure.pacing import Pacer, schedule_rate
 from pipeline.measure.supervise import Tick, no_tick, supervise
 from pipeline.measure.wire.transport import SizedTransport, Target, sized_transport
 
@@ -140,13 +140,6 @@ def _burst_end(phases: Sequence[Phase]) -> float | None:
     return sum(phase.duration_s for phase in phases[: names.index("burst") + 1])
 
 
-def _mean_rate(plan: Sequence[tuple[float, str]]) -> float | None:
-    """Requests per second over the plan's span (None for fewer than two requests)."""
-    if len(plan) < 2 or plan[-1][0] <= plan[0][0]:
-        return None
-    return (len(plan) - 1) / (plan[-1][0] - plan[0][0])
-
-
 class _OpenLoopWindow:
     """One open-loop window: the requests in flight and where each outcome is counted."""
 
@@ -162,7 +155,8 @@ class _OpenLoopWindow:
         self.max_in_flight = max_in_flight
         self.hard_end = hard_end
         self.transport = transport
-        self.pacer = Pacer(_mean_rate(plan))
+        self.pacer = Pacer(schedule_rate(plan[0][0], plan[-1][0], len(plan)) if plan
+                           else None)
         self.in_flight: dict[asyncio.Task[None], tuple[LoadResult, bool]] = {}
         self.detached: set[asyncio.Task[None]] = set()
         self.errors = 0           # counted toward the hard end's max_errors

@@ -31,6 +31,14 @@ FINE_GAP_S = 0.001
 FINE_MEAN_RATE = 2000.0
 
 
+def schedule_rate(first_s: float, last_s: float, count: int) -> float | None:
+    """A schedule's mean requests per second, from its first and last instants and its
+    count (None for fewer than two requests, or no span)."""
+    if count < 2 or last_s <= first_s:
+        return None
+    return (count - 1) / (last_s - first_s)
+
+
 class Pacer:
     """Waits until each instant in turn (one wait at a time); `close` ends its thread.
     `mean_rate` is the schedule's requests per second (None: unknown, judged by each gap)."""
