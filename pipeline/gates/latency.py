@@ -18,6 +18,7 @@ from pipeline.gates.percentile_verdict import (
 )
 from pipeline.gates.samples import HistogramSample
 from pipeline.gates.throughput import throughput_gate
+from pipeline.measure import histogram_reads
 from pipeline.measure.load_result import LoadResult
 from pipeline.spec.models import Spec
 from pipeline.spec.stage_settings import StabilitySpec
@@ -67,7 +68,7 @@ def client_limited(window: LoadResult) -> str | None:
     if window.client_wait_s is None or not window.requests:
         return None
     waited_ms = window.client_wait_s * 1e3 / window.requests
-    mean_ms = float(window.histogram.get_mean_value()) / 1e3
+    mean_ms = histogram_reads.mean(window.histogram) / 1e3
     if mean_ms > 0 and waited_ms > CLIENT_WAIT_SHARE * mean_ms:
         return (f"the client was short of CPU (its threads waited {waited_ms:.2f}ms per "
                 f"request for one, against a mean latency of {mean_ms:.2f}ms)")

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from hdrh.histogram import HdrHistogram
 
+from pipeline.measure import histogram_reads
 from pipeline.statistics.order_stats import values_at_ranks
 
 
@@ -90,4 +91,4 @@ class HistogramSample:
         return float(low), float(high)
 
     def at_percentile(self, percentile: float) -> float:
-        return float(self.histogram.get_value_at_percentile(percentile))
+        return float(histogram_reads.percentiles(self.histogram, [percentile])[percentile])
