@@ -30,6 +30,10 @@ from pipeline.statistics.distributions import t_quantile
 RESAMPLES = 1000
 _CHUNK = 50
 _SEED = 20241
+# The top slice searched first for a tail quantile: this many times the tail's share of
+# the requests, plus a few, so that a resample's quantile is almost always inside it.
+_TOP_SLICE = 4
+_TOP_EXTRA = 64
 
 
 @dataclass(frozen=True)
@@ -53,17 +57,39 @@ class PooledRequests:
         order = np.argsort(values, kind="stable")
         self.values: npt.NDArray[np.float64] = values[order]
         self.rounds: npt.NDArray[np.intp] = rounds[order]
+        self.per_round: npt.NDArray[np.int64] = np.asarray([len(w) for w in windows],
+                                                           dtype=np.int64)
 
     def quantiles(self, weights: npt.NDArray[np.int32], q: float) -> npt.NDArray[np.float64]:
         """The q-quantile of the requests, each round counted `weights[b, round]` times,
         for every resample b: the smallest value with at least q of the weight at or
-        below it (what an HDR histogram's value at a percentile is)."""
-        per_request = weights[:, self.rounds]
-        cumulative = np.cumsum(per_request, axis=1, dtype=np.int64)
-        target = q * cumulative[:, -1]
-        index = np.sum(cumulative < target[:, None], axis=1)
-        picked: npt.NDArray[np.float64] = self.values[np.minimum(index, len(self.values) - 1)]
+        below it (what an HDR histogram's value at a percentile is).
+
+        Only the top of the sorted requests can hold a tail quantile, so it is found there
+        first (a resample's total weight comes from per-round counts); a resample whose
+        quantile lies below that slice is recomputed over every request. Same answer as
+        the full computation, many times faster for p95 and p99."""
+        totals = weights @ self.per_round
+        target = q * totals
+        size = len(self.values)
+        top = min(size, math.ceil((1 - q) * size * _TOP_SLICE) + _TOP_EXTRA)
+        first = size - top
+        slice_weights = weights[:, self.rounds[first:]]
+        # Weight at or above each request of the slice, then at or below it.
+        at_or_above = np.cumsum(slice_weights[:, ::-1], axis=1, dtype=np.int64)[:, ::-1]
+        at_or_below = totals[:, None] - at_or_above + slice_weights
+        index = first + np.sum(at_or_below < target[:, None], axis=1)
+        below_slice = totals - at_or_above[:, 0] >= target if top < size else None
+        if below_slice is not None and below_slice.any():
+            index[below_slice] = self._full_index(weights[below_slice], q)
+        picked: npt.NDArray[np.float64] = self.values[np.minimum(index, size - 1)]
         return picked
+
+    def _full_index(self, weights: npt.NDArray[np.int32], q: float) -> npt.NDArray[np.intp]:
+        cumulative = np.cumsum(weights[:, self.rounds], axis=1, dtype=np.int64)
+        target = q * cumulative[:, -1]
+        found: npt.NDArray[np.intp] = np.sum(cumulative < target[:, None], axis=1)
+        return found
 
 
 def pooled_ratio(candidate: Sequence[Sequence[int]], live: Sequence[Sequence[int]],

@@ -34,6 +34,24 @@ def test_the_quantile_is_the_value_at_that_share_of_the_requests() -> None:
                                                                 method="inverted_cdf")
 
 
+def test_the_tail_slice_finds_the_same_quantile_as_every_request() -> None:
+    """The quantile is searched in the top of the requests first; resamples that weigh the
+    slowest rounds heavily or not at all, and round sizes far apart, give what the
+    computation over every request gives."""
+    rng = np.random.default_rng(11)
+    windows = [list(rng.integers(100, 50_000, size=int(size)))
+               for size in rng.integers(1, 900, size=40)]
+    windows[3] = [10**6] * 300                   # a stalled round: the whole tail
+    pooled = PooledRequests(windows)
+    weights = rng.integers(0, 4, size=(400, 40)).astype(np.int32)
+    weights[:50, 3] = 0
+    weights[50:60, 3] = 6
+    for q in (0.5, 0.9, 0.95, 0.99, 0.999):
+        full = pooled.values[np.minimum(pooled._full_index(weights, q),
+                                        len(pooled.values) - 1)]
+        assert np.array_equal(pooled.quantiles(weights, q), full), q
+
+
 def test_the_same_requests_give_a_ratio_of_one_with_a_narrow_interval() -> None:
     windows = rounds_of(random.Random(5), 32, 400)
     interval = pooled_ratio(windows, windows, 99.0, 0.01)
