@@ -123,9 +123,7 @@ class LoadResult:
         return self.error_count / total if total else 0.0
 
     def percentile_ms(self, percentile: float) -> float:
-        if self.histogram.get_total_count() == 0:
-            return 0.0
-        return self.percentiles_ms([percentile])[percentile]
+        return _at(self.histogram, percentile)
 
     def percentiles_ms(self, wanted: Iterable[float]) -> dict[float, float]:
         """Several percentiles at once (histogram_reads: one numpy pass, not hdrh's walk)."""
@@ -145,7 +143,7 @@ class LoadResult:
         return {
             **{name: at[percentile] for percentile, name in _SUMMARY_PERCENTILES.items()},
             m.MAX_MS: float(self.histogram.get_max_value()) / 1e3 if count else 0.0,
-            m.MEAN_MS: histogram_reads.mean(self.histogram) / 1e3 if count else 0.0,
+            m.MEAN_MS: histogram_reads.mean(self.histogram) / 1e3,
             "requests": float(requests),
             "errors": float(self.error_count),
             "error_rate": self.error_rate,
@@ -160,8 +158,7 @@ _SUMMARY_PERCENTILES: dict[float, str] = {50.0: m.P50_MS, 90.0: m.P90_MS, 95.0: 
 
 
 def _at(histogram: HdrHistogram, percentile: float) -> float:
-    if histogram.get_total_count() == 0:
-        return 0.0
+    """The value at `percentile` in ms (0 for an empty histogram)."""
     return float(histogram_reads.percentiles(histogram, [percentile])[percentile]) / 1e3
 
 

@@ -79,9 +79,10 @@ class PooledRequests:
         at_or_above = np.cumsum(slice_weights[:, ::-1], axis=1, dtype=np.int64)[:, ::-1]
         at_or_below = totals[:, None] - at_or_above + slice_weights
         index = first + np.sum(at_or_below < target[:, None], axis=1)
-        below_slice = totals - at_or_above[:, 0] >= target if top < size else None
-        if below_slice is not None and below_slice.any():
-            index[below_slice] = self._full_index(weights[below_slice], q)
+        if top < size:
+            below_slice = totals - at_or_above[:, 0] >= target
+            if below_slice.any():
+                index[below_slice] = self._full_index(weights[below_slice], q)
         picked: npt.NDArray[np.float64] = self.values[np.minimum(index, size - 1)]
         return picked
 
