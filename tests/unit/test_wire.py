@@ -41,6 +41,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             threading.Event().wait(0.2)
             return
+        if self.path == "/idle-close":
+            # A keep-alive answer, then the close a keep-alive idle timeout makes.
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            self.wfile.flush()
+            threading.Event().wait(0.1)
+            self.close_connection = True
+            return
         status = 400 if body == b"bad" else 200
         payload = b"x" * 70_000
         self.send_response(status)
@@ -97,6 +106,20 @@ def test_an_answer_with_connection_close_is_not_reused(server: str) -> None:
         assert [await closing.send(5.0) for _ in range(3)] == [500] * 3
         assert len(closing.all) == 3                   # a new connection after each close
         closing.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_idle_connection_the_server_closed_is_not_reused(server: str) -> None:
+    """A request written to a connection the server has closed would never be answered: it
+    waited for its whole timeout (a capacity hold's ~20 s), holding its in-flight slot."""
+    async def scenario() -> None:
+        pool = WirePool(HttpRequest("POST", server + "/idle-close", b"", {}))
+        assert await pool.send(5.0) == 200
+        await asyncio.sleep(0.4)                        # the server closes it meanwhile
+        assert await asyncio.wait_for(pool.send(5.0), 1.0) == 200
+        assert len(pool.all) == 2
+        pool.close()
 
     asyncio.run(scenario())
 

@@ -109,9 +109,18 @@ class _Connection(asyncio.Protocol):
         del self.buffer[:end]
         return status
 
+    @property
+    def usable(self) -> bool:
+        """Neither closed nor closing (a peer's FIN is seen before connection_lost runs)."""
+        return not self.closed and self.transport is not None and \
+            not self.transport.is_closing()
+
     def send(self, payload: bytes) -> asyncio.Future[int]:
         loop = asyncio.get_running_loop()
         self.waiter = loop.create_future()
+        if not self.usable:  # a write to a closed transport is dropped, never answered
+            self.waiter.set_exception(WireError("connection closed by the server"))
+            return self.waiter
         assert self.transport is not None
         self.transport.write(payload)
         return self.waiter
@@ -147,7 +156,7 @@ class WirePool:
         """One request (the pool's own, or `payload`: another request's bytes to the same
         server); the HTTP status. WireError if the connection fails, TimeoutError after
         `timeout_s` (the connection is then dropped: its answer may still come)."""
-        connection = self.idle.pop() if self.idle else await self._connect()
+        connection = self._idle_open() or await self._connect()
         waiter = connection.send(self.payload if payload is None else payload)
         timer = asyncio.get_running_loop().call_later(timeout_s, _expire, waiter)
         try:
@@ -162,6 +171,15 @@ class WirePool:
         else:
             self.idle.append(connection)
         return status
+
+    def _idle_open(self) -> _Connection | None:
+        """An idle connection the server has not closed meanwhile (a keep-alive timeout, or
+        TorchServe's close after an error): a request written to a closed one is lost."""
+        while self.idle:
+            connection = self.idle.pop()
+            if connection.usable:
+                return connection
+        return None
 
     def close(self) -> None:
         for connection in self.all:
