@@ -13,9 +13,10 @@ p95 4%, p99 6%, throughput 3%), which the per-round method judges. Errors are Po
 (pipeline/regression/paired.py) with the default settings.
 
     python benchmarks/regression_calibration.py [--trials 500] [--seed 1] [--noise-scale 1]
-        [--requests 400] [--figures-only]
+        [--requests 400] [--figures-only] [--episodes] [--single-rounds]
 
---noise-scale 1.5 for a noisier machine (window noise and the shared drift).
+--noise-scale 1.5 for a noisier machine (window noise and the shared drift). --episodes
+adds episodes of 2-8 rounds in which one server (not both) stalls a tenth of its batches.
 
 Cases: A/A (factor 1.00), 25% slower, 3% slower, each with a 10% margin. The gate is
 refused on "regression" and on "inconclusive" (it fails closed), so `aa_refused` and
@@ -38,6 +39,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pipeline.regression import pooled_tail  # noqa: E402
 from pipeline.regression.paired import (  # noqa: E402
     WATCHABLE,
     PairedRound,
@@ -53,6 +55,13 @@ REQUESTS = 1500
 SIGMA = math.log(2) / 2.326       # p99 = 2 x p50
 BATCH = 8
 ERROR_RATE = 1 / 8000
+# --episodes: each round, a server not already in one starts an episode with this
+# probability, lasting this many rounds, in which a tenth of its batches stall (the
+# scheduler placing one server's threads next to the neighbour for a few seconds: what a
+# real A/A run on a busy 2-core machine showed, one run's pooled p99 off by 1.3x).
+EPISODE_START = 0.03
+EPISODE_ROUNDS = (2, 8)
+EPISODE_STALLED = 0.10
 SETTINGS = PairedSettings(WATCHABLE, margin=0.10, error_rate_allowance=0.001,
                           confidence=0.95, schedule=Schedule(16, 16, 64))
 
@@ -82,11 +91,16 @@ def _figures_window(rng: random.Random, machine: float, factor: float,
 
 
 def _requests_window(rng: random.Random, machine: float, factor: float,
-                     noise_scale: float, requests: int) -> WindowFigures:
+                     noise_scale: float, requests: int, episode: bool = False
+                     ) -> WindowFigures:
     """A window of `requests` latencies: batches of 8 share one, log-normal with
-    p99 = 2 x p50; a burst slows a contiguous fifth of them."""
+    p99 = 2 x p50; a burst slows a contiguous fifth of them; in an episode, a tenth of
+    the batches stall for 1.5-3x their latency."""
     gen = np.random.default_rng(rng.getrandbits(63))
     shared = np.exp(gen.normal(0.0, SIGMA, size=requests // BATCH + 1))
+    if episode:
+        stalled = gen.random(len(shared)) < EPISODE_STALLED
+        shared[stalled] *= gen.uniform(1.5, 3.0, size=int(stalled.sum()))
     latencies = np.repeat(shared, BATCH)[:requests] * BASE["p50_ms"] * 1e3
     window = math.exp(rng.gauss(0, NOISE["p50_ms"] * noise_scale))
     latencies *= factor * machine * window
@@ -102,28 +116,38 @@ def _requests_window(rng: random.Random, machine: float, factor: float,
 
 
 def trial(rng: random.Random, factor: float, noise_scale: float,
-          requests: int | None) -> tuple[str, int]:
+          requests: int | None, episodes: bool = False) -> tuple[str, int]:
     drift = [1.0]
+    episode_left = [0, 0]       # rounds left in each server's episode (candidate, live)
 
-    def window(machine: float, slower: float) -> WindowFigures:
+    def in_episode(server: int) -> bool:
+        if episode_left[server] == 0 and episodes and rng.random() < EPISODE_START:
+            episode_left[server] = rng.randint(*EPISODE_ROUNDS)
+        if episode_left[server] == 0:
+            return False
+        episode_left[server] -= 1
+        return True
+
+    def window(machine: float, slower: float, server: int) -> WindowFigures:
         if requests is None:
             return _figures_window(rng, machine, slower, noise_scale)
-        return _requests_window(rng, machine, slower, noise_scale, requests)
+        return _requests_window(rng, machine, slower, noise_scale, requests,
+                                in_episode(server))
 
     def next_round(index: int) -> PairedRound:
         drift[0] *= math.exp(rng.gauss(0, 0.02 * noise_scale))
-        return PairedRound(window(drift[0], factor), window(drift[0], 1.0))
+        return PairedRound(window(drift[0], factor, 0), window(drift[0], 1.0, 1))
 
     verdict, rounds = run_sequential(next_round, SETTINGS)
     return verdict.outcome, len(rounds)
 
 
 def case(rng: random.Random, factor: float, trials: int, noise_scale: float,
-         requests: int | None) -> dict[str, object]:
+         requests: int | None, episodes: bool = False) -> dict[str, object]:
     outcomes: Counter[str] = Counter()
     rounds = []
     for _ in range(trials):
-        outcome, used = trial(rng, factor, noise_scale, requests)
+        outcome, used = trial(rng, factor, noise_scale, requests, episodes)
         outcomes[outcome] += 1
         rounds.append(used)
     rounds.sort()
@@ -143,10 +167,16 @@ def main() -> None:
                         help="requests per window (a quarter second of the example)")
     parser.add_argument("--figures-only", action="store_true",
                         help="windows without their requests: the per-round method")
+    parser.add_argument("--episodes", action="store_true",
+                        help="episodes of a few rounds in which one server stalls (see above)")
+    parser.add_argument("--single-rounds", action="store_true",
+                        help="bootstrap single rounds, not blocks (the earlier method)")
     args = parser.parse_args()
+    if args.single_rounds:
+        pooled_tail.block_length = lambda rounds: 1
     rng = random.Random(args.seed)
     requests = None if args.figures_only else args.requests
-    cases = {name: case(rng, factor, args.trials, args.noise_scale, requests)
+    cases = {name: case(rng, factor, args.trials, args.noise_scale, requests, args.episodes)
              for name, factor in (("aa", 1.0), ("slower_25", 1.25), ("slower_3", 1.03))}
     for name, figures in cases.items():
         print(f"{name}: {figures}", file=sys.stderr)
@@ -155,7 +185,9 @@ def main() -> None:
         "aa_false_regression_rate": round(int(str(cases["aa"]["regression"])) / args.trials, 4),
         "detected_rate_25": cases["slower_25"]["refused_rate"],
         "false_alarm_rate_3": cases["slower_3"]["refused_rate"],
-        "noise_scale": args.noise_scale, "margin": SETTINGS.margin,
+        "noise_scale": args.noise_scale, "episodes": args.episodes,
+        "bootstrap": "single rounds" if args.single_rounds else "blocks of rounds",
+        "margin": SETTINGS.margin,
         "requests_per_window": requests,
         "confidence": SETTINGS.confidence, "cases": cases}))
 

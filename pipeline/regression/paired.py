@@ -7,9 +7,10 @@ ratio is taken, and the verdict is drawn on log ratios over rounds:
 
 - Tail percentiles (p95, p99) are judged on every request of the rounds pooled: the ratio
   of the two servers' pooled percentiles, with an interval from a paired bootstrap over
-  rounds (pooled_tail.py). A round's window is too short for its own p99 to be more than
-  its third or fourth slowest request; at 64 rounds the per-round ratios of the example's
-  p99 and p95 still left intervals of +-12% around 1 for the same release against itself.
+  blocks of consecutive rounds (pooled_tail.py). A round's window is too short for its
+  own p99 to be more than its third or fourth slowest request; at 64 rounds the
+  per-round ratios of the example's p99 and p95 still left intervals of +-12% around 1
+  for the same release against itself.
   A round whose latencies were not kept (figures only) falls back to the method below.
 - Method for p50 and throughput (per-window figures that are steady within a window):
   the Hodges-Lehmann interval of the median log ratio (Wilcoxon signed rank,
@@ -198,7 +199,7 @@ def judge_ratio(metric: str, rounds: Sequence[PairedRound], margin: float,
     else:
         outcome, reason = "inconclusive", f"the ratio's interval straddles {limit:g}"
     if pooled:
-        reason += " (pooled requests, paired bootstrap over rounds)"
+        reason += " (pooled requests, paired bootstrap over blocks of rounds)"
     return MetricVerdict(metric, outcome, live_value, candidate_value, estimate, low, high,
                          limit, len(rounds), reason)
 

@@ -81,10 +81,11 @@ def test_the_same_release_against_itself_is_no_regression(
     assert same["details"]["verdict"]["outcome"] == "no_regression"
     assert same["details"]["interleaved"] is True
     p50 = gates_of(same)["regression.p50_ms"]
-    # Near 1 and narrow, not "contains 1": a 95% interval misses the true ratio 1 time in
-    # 20 by design (CI saw [1.011, …] once), and the verdict above is what decides.
+    # Around 1, not "contains 1": a 95% interval misses the true ratio 1 time in 20 by
+    # design (CI saw [1.011, …] once). Cleared of the margin above, as the verdict says;
+    # below, as wide as the busy machine makes it (CI saw [0.816, …] once).
     low, high = p50["interval"]
-    assert p50["outcome"] == "passed" and 0.9 < low < 1.05 and 0.95 < high < 1.2
+    assert p50["outcome"] == "passed" and 0.7 < low < 1.05 and 0.95 < high < 1.2
     assert "regression.p99_ms" not in gates_of(same)
     publish = next(s for s in latest_record(project)["stages"] if s["name"] == "publish")
     assert publish["details"]["comparison"]["basis"] == "against a recorded run of another day"
