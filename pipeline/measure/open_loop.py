@@ -160,10 +160,10 @@ class _OpenLoopWindow:
         self.in_flight: dict[asyncio.Task[None], tuple[LoadResult, bool]] = {}
         self.detached: set[asyncio.Task[None]] = set()
         self.overdue: set[asyncio.Task[None]] = set()
-        # Overdue connections stay open, and count toward a cap of 1.5 x max_in_flight open
-        # in all (768 at the capacity steps' cap of 512, under the ~1000 at which Triton was
-        # seen to lose requests).
-        self.max_overdue = max(1, max_in_flight // 2)
+        # Overdue connections stay open, within 1.5 x max_in_flight open in all (768 at the
+        # capacity steps' cap of 512, under the ~1000 at which Triton was seen to lose
+        # requests).
+        self.max_open = max_in_flight + max(1, max_in_flight // 2)
         self.errors = 0           # counted toward the hard end's max_errors
         warmup = hard_end.warmup_phases if hard_end else 0
         self.uncounted = {id(self.results[phase.name]) for phase in phases[:warmup]}
@@ -223,7 +223,7 @@ class _OpenLoopWindow:
             self.lag.record_value(max(1, int((sent - intended) * 1e6)))
             bucket = self.results[phase_name]
             if len(self.in_flight) - len(self.overdue) >= self.max_in_flight or \
-                    len(self.in_flight) >= self.max_in_flight + self.max_overdue:
+                    len(self.in_flight) >= self.max_open:
                 self.record(bucket, "client_overload", 0.0, 0.0)
                 continue
             task = asyncio.create_task(self.one(intended, sent, bucket, phase_name == "burst"))

@@ -116,9 +116,9 @@ def pooled_ratio(candidate: Sequence[Sequence[int]], live: Sequence[Sequence[int
     everyone = np.ones((1, rounds), dtype=np.int32)
     new, old = float(ours.quantiles(everyone, q)[0]), float(theirs.quantiles(everyone, q)[0])
     estimate = math.log(max(new, 1.0) / max(old, 1.0))
-    if rounds < 3 * block_length(rounds):
-        return RatioInterval(estimate, None, None, new, old)
     length = block_length(rounds)
+    if rounds < 3 * length:
+        return RatioInterval(estimate, None, None, new, old)
     blocks = -(-rounds // length)
     rng = np.random.default_rng([_SEED, rounds])
     logs: list[npt.NDArray[np.float64]] = []
