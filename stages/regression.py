@@ -89,7 +89,7 @@ def run(ctx: RunContext) -> StageResult:
 def _measured(ctx: RunContext, release_id: str, live_server: ModelServer, cold_start_s: float,
               details: dict[str, Any]) -> StageResult:
     stage = ctx.loaded.spec.stages.regression
-    settings = paired_settings(stage)
+    settings = paired_settings(stage, ctx.loaded.spec.slo.p99.ms)
     started = time.monotonic()
     latency = ctx.loaded.spec.stages.latency
     load = SideBySideLoad(sender_for(ctx, NAME), latency.concurrency, latency.warmup.seconds,

@@ -62,10 +62,10 @@ def judge_command(
     interleaved verdict over two live URLs, and the spec's SLO on the canary.
 
     Both endpoints get the same load in interleaved rounds (stages.regression: window,
-    watch, margin, confidence, first_look, look_every, max_rounds; the latency stage's
-    concurrency and warm-up); the canary's windows are also held to the spec's SLO. A
-    human summary, then one JSON line: verdict, per-metric ratio and interval, rounds and
-    requests per side.
+    watch, margin, tail_allowance, confidence, first_look, look_every, max_rounds; the
+    latency stage's concurrency and warm-up); the canary's windows are also held to the
+    spec's SLO. A human summary, then one JSON line: verdict, per-metric ratio and
+    interval, rounds and requests per side.
 
     Exit codes: 0 pass (not worse, within the SLO); 1 fail (a regression, or the canary
     misses the SLO); 2 inconclusive (neither shown within max_rounds); 3 an endpoint does

@@ -143,7 +143,7 @@ def judge_canary(loaded: LoadedSpec, canary: ModelServer, stable: ModelServer,
     answering, JudgeInputError when the spec's request cannot be sent to them."""
     spec = loaded.spec
     stage, latency = spec.stages.regression, spec.stages.latency
-    settings = paired_settings(stage)
+    settings = paired_settings(stage, spec.slo.p99.ms)
     load = SideBySideLoad(sender, latency.concurrency, latency.warmup.seconds,
                           stage.window.seconds)
     servers = {CANDIDATE: canary, LIVE: stable}

@@ -248,6 +248,14 @@ class RegressionStage(StrictModel):
         min_length=1, description=(
             "Side by side: the metrics the paired verdict decides on, per round at the "
             "latency stage's concurrency."))
+    tail_allowance: DurationField | None = Field(default=None, description=(
+        "Side by side: a tail percentile (p95, p99) this much higher than the live release's "
+        "in absolute terms, on top of `margin`, is never a regression: the candidate's may "
+        "reach live x (1 + margin) + tail_allowance. On a shared machine the top few percent "
+        "of requests are set by scheduling delays of a few ms that no release causes, so a "
+        "ratio alone cannot be decided there (a 3 ms p99 moves by 10-20% between identical "
+        "servers). Default: 2% of slo.p99 (1ms for a 50ms SLO); 0ms judges the ratio alone. "
+        "p50 and throughput are judged on `margin` only."))
     error_rate_margin: PercentageField = Field(default=Percentage(0.001, "0.1%"), description=(
         "Side by side: an error rate this much higher in absolute terms is never a "
         "regression (0 errors against 1 in 8,000 is not infinitely worse)."))

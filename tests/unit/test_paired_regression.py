@@ -166,10 +166,59 @@ def test_the_spec_watches_what_the_verdict_can_judge() -> None:
     stage = RegressionStage.model_validate({"margin": "5%", "watch": ["p99_ms"],
                                             "first_look": 8, "look_every": 8,
                                             "max_rounds": 16})
-    settings = paired_settings(stage)
+    settings = paired_settings(stage, 50.0)
     assert set(typing.get_args(WatchedSideBySide)) == set(WATCHABLE)
     assert settings.metrics == ("p99_ms",) and settings.margin == pytest.approx(0.05)
     assert settings.schedule.looks() == [8, 16]
-    assert paired_settings(RegressionStage()).schedule.looks() == [16, 32, 48, 64]
+    assert paired_settings(RegressionStage(), 50.0).schedule.looks() == [16, 32, 48, 64]
+    # The tail allowance: 2% of slo.p99 unless the spec sets it.
+    assert settings.tail_allowance_ms == pytest.approx(1.0)
+    assert paired_settings(RegressionStage(), 200.0).tail_allowance_ms == pytest.approx(4.0)
+    zero = RegressionStage.model_validate({"tail_allowance": "0ms"})
+    assert paired_settings(zero, 50.0).tail_allowance_ms == 0.0
     with pytest.raises(ValueError, match="watch"):
         RegressionStage.model_validate({"watch": ["knee"]})
+
+
+def tail_rounds(ratio: float, live_p99_ms: float, n: int = 16) -> list[PairedRound]:
+    """Rounds whose p95 and p99 are `ratio` times live's (p99 `live_p99_ms`), p50 and
+    throughput the same on both sides."""
+    def window(scale: float) -> WindowFigures:
+        return WindowFigures(1.0, 0.8 * live_p99_ms * scale, live_p99_ms * scale, 1000.0, 0,
+                             1000)
+    return [PairedRound(window(r), window(1.0)) for r in jittered(ratio, n, 0.01)]
+
+
+def test_the_tail_allowance_clears_a_small_absolute_change_of_a_fast_tail() -> None:
+    """A p99 of 2 ms against 1.5 ms (x1.33): a regression against the margin alone, no
+    regression with 1 ms allowed on top (limit 1.1 + 1 / 1.5 = 1.77)."""
+    rounds = tail_rounds(1.33, 1.5)
+    alone = judge(rounds, ["p99_ms", "p95_ms"], 0.10, 0.0125, 0.001, 0.95, 1)
+    allowed = judge(rounds, ["p99_ms", "p95_ms"], 0.10, 0.0125, 0.001, 0.95, 1,
+                    tail_allowance_ms=1.0)
+    assert alone.outcome == "regression"
+    assert allowed.outcome == "no_regression"
+    p99 = allowed.metrics[0]
+    assert p99.limit == pytest.approx(1.1 + 1.0 / 1.5, rel=0.01)
+    assert "1ms over live's 1.5ms" in p99.reason
+
+
+def test_the_tail_allowance_fails_on_its_threshold() -> None:
+    """A 20 ms p99 that grows by 4 ms (x1.2): beyond 10% + 1 ms (limit 1.15), within
+    10% + 3 ms (limit 1.25)."""
+    rounds = tail_rounds(1.2, 20.0)
+    assert judge(rounds, ["p99_ms"], 0.10, 0.0125, 0.001, 0.95, 1,
+                 tail_allowance_ms=1.0).outcome == "regression"
+    assert judge(rounds, ["p99_ms"], 0.10, 0.0125, 0.001, 0.95, 1,
+                 tail_allowance_ms=3.0).outcome == "no_regression"
+
+
+def test_the_tail_allowance_leaves_the_median_and_throughput_to_the_margin() -> None:
+    """25% slower on p50 and throughput is a regression whatever the tail allowance."""
+    settings = PairedSettings(("p50_ms", "throughput_rps"), 0.10, 0.001, 0.95,
+                              Schedule(8, 4, 16), tail_allowance_ms=100.0)
+    ratios = jittered(1.25, 16, 0.03)
+    verdict, _ = run_sequential(lambda i: rounds_at(ratios)[i], settings)
+    assert {v.metric: v.outcome for v in verdict.metrics} == {
+        "p50_ms": "regression", "throughput_rps": "regression"}
+    assert all(v.limit in (pytest.approx(1.1), pytest.approx(0.9)) for v in verdict.metrics)
