@@ -40,7 +40,7 @@ from pipeline.cli.report_command import report
 from pipeline.cli.run_commands import measure, promote, run_command
 from pipeline.cli.spec_commands import schema, validate
 from pipeline.cli.tune import tune_command
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -108,6 +108,17 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _require_working_folder() -> None:
+    """Every command resolves paths against the working folder; one that was removed
+    under the shell (a deleted checkout) is named here, not as a traceback from pathlib."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        pwd = os.environ.get("PWD") or "the working folder"
+        raise UsageError(f"{pwd}: the working folder no longer exists (it was removed or "
+                         "replaced): cd into an existing folder and run again") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one place turns errors into messages and exit codes."""
     # SIGINT as SIGTERM: raised at once in the main thread. Python's default handler
@@ -117,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:
+        _require_working_folder()
         app(args=argv, prog_name="serve-pipeline")
     except PipelineError as exc:
         from rich.text import Text

@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import re
+import signal
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
 from pipeline import __version__
-from pipeline.cli.app import app
+from pipeline.cli.app import app, main
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.pointer_event import PointerAction
 
@@ -99,3 +101,24 @@ def test_a_rollback_keeps_its_note_in_the_event_the_audit_and_history(project: P
 def test_rollback_takes_a_note() -> None:
     shown = _flat(CliRunner().invoke(app, ["rollback", "--help"], terminal_width=400).output)
     assert "--note" in shown
+
+
+def test_a_removed_working_folder_is_one_line_and_exit_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    monkeypatch.setenv("PWD", str(gone))
+    gone.rmdir()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(SystemExit) as exited:
+            main(["validate"])
+    finally:
+        for sig, handler in handlers.items():     # main() installs its own
+            signal.signal(sig, handler)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{gone}: the working folder no longer exists" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
