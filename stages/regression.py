@@ -93,7 +93,7 @@ def _measured(ctx: RunContext, release_id: str, live_server: ModelServer, cold_s
     started = time.monotonic()
     latency = ctx.loaded.spec.stages.latency
     load = SideBySideLoad(sender_for(ctx, NAME), latency.concurrency, latency.warmup.seconds,
-                          None if stage.window is None else stage.window.seconds)
+                          stage.window.seconds)
     servers = {CANDIDATE: ctx.require_server(), LIVE: live_server}
     targets = {who: spec_target(ctx.loaded, server) for who, server in servers.items()}
     try:

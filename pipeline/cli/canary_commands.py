@@ -92,9 +92,8 @@ def judge_command(
     servers = {role: attached(loaded, role, url) for role, url in ((CANARY, canary),
                                                                    (STABLE, stable))}
     stage = loaded.spec.stages.regression
-    window = stage.window or "a window sized to the rate"
     out().print(f"judging {canary} (canary) against {stable} (stable): up to "
-                f"{stage.max_rounds} rounds of {window} each", markup=False)
+                f"{stage.max_rounds} rounds of {stage.window} each", markup=False)
     sender = LoadSender(loaded.spec.stages.latency.request_timeout.seconds)
     judgement = judge_canary(loaded, servers[CANARY], servers[STABLE], sender,
                              lambda text: None)

@@ -28,7 +28,6 @@ from typing import Any
 from pipeline.errors import JudgeInputError, UsageError
 from pipeline.export.kserve import PINNED, release_annotations, release_spec
 from pipeline.regression.canary import EXIT_CODES, checked_url
-from pipeline.regression.side_by_side import LONGEST_WINDOW_S
 from pipeline.release.manifest import manifest_digest
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.store.base import Store
@@ -62,8 +61,7 @@ class JudgeJob:
 def judge_deadline_s(spec: Spec) -> int:
     """activeDeadlineSeconds of the Job, over all its tries."""
     stages = spec.stages
-    window = stages.regression.window
-    window_s = LONGEST_WINDOW_S if window is None else window.seconds
+    window_s = stages.regression.window.seconds
     run_s = (2 * stages.readiness.timeout.seconds + stages.latency.warmup.seconds
              + min(stages.latency.warmup.seconds, 1.0)
              + 2 * stages.regression.max_rounds * window_s)

@@ -145,7 +145,7 @@ def judge_canary(loaded: LoadedSpec, canary: ModelServer, stable: ModelServer,
     stage, latency = spec.stages.regression, spec.stages.latency
     settings = paired_settings(stage, spec.slo.p99.ms)
     load = SideBySideLoad(sender, latency.concurrency, latency.warmup.seconds,
-                          None if stage.window is None else stage.window.seconds)
+                          stage.window.seconds)
     servers = {CANDIDATE: canary, LIVE: stable}
     try:
         targets = {who: spec_target(loaded, server) for who, server in servers.items()}
@@ -156,7 +156,7 @@ def judge_canary(loaded: LoadedSpec, canary: ModelServer, stable: ModelServer,
     except ServerDied as exc:
         raise EndpointError(f"the {ROLE[exc.who]} stopped answering: "
                             f"{str(exc).split(': ', 1)[-1]}") from None
-    slo = canary_slo_gates(spec, side.results[CANDIDATE], side.window_s)
+    slo = canary_slo_gates(spec, side.results[CANDIDATE], load.window_s)
     outcome, reason = decide(side.verdict.outcome, slo, latency.verdict.accept_inconclusive)
     requests = {ROLE[who]: sum(result.requests for result in results)
                 for who, results in side.results.items()}

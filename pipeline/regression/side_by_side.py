@@ -3,18 +3,14 @@
 The plan is `compare`'s (pipeline/compare/plan.py): one load point (the latency stage's
 concurrency), and in each round each server takes one window, the order alternating
 (candidate, live, then live, candidate, ...), so drift of the machine favours neither.
-Rounds are measured until the paired verdict (paired.py) is clear or its cap. A window
-not set in the spec is sized by what it must hold (`window_seconds`): the p50 of each
-window and the pooled tail need answers, not seconds, so a fast model's windows are
-short (the check costs less, and a round's two windows are closer in time) and a slow
-model's long enough to hold as many answers. Each
+Rounds are measured until the paired verdict (paired.py) is clear or its cap. Each
 window's figures are kept as measured, for the record and the report, and its load result,
 for gates of a server's own (the canary judge holds the canary's windows to the SLO).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,12 +31,6 @@ from pipeline.regression.paired import (
 from pipeline.servers.base import ModelServer
 
 CANDIDATE, LIVE = "candidate", "live"
-# An unset window holds this many answers at the slower server's warm-up rate, within
-# the bounds: at 200 a window's p50 is its 100th answer, and 32 rounds pool 6,400 answers
-# a server for the tail. Under 100 ms a window's start and end (its connections, the
-# concurrency filling and draining) would be a noticeable share of it.
-WINDOW_ANSWERS = 200
-SHORTEST_WINDOW_S, LONGEST_WINDOW_S = 0.1, 1.0
 
 
 class ServerDied(Exception):
@@ -56,7 +46,6 @@ class SideBySide:
     verdict: PairedVerdict
     windows: list[dict[str, Any]] = field(default_factory=list)
     measured_s: float = 0.0
-    window_s: float = 0.0
     results: dict[str, list[LoadResult]] = field(default_factory=dict)   # by server
 
     @property
@@ -66,8 +55,7 @@ class SideBySide:
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict.to_json(), "windows": self.windows,
                 "interleaved": is_interleaved(self.sequence),
-                "measured_s": round(self.measured_s, 3),
-                "window_s": round(self.window_s, 3)}
+                "measured_s": round(self.measured_s, 3)}
 
 
 def figures(result: LoadResult) -> WindowFigures:
@@ -82,21 +70,12 @@ def figures(result: LoadResult) -> WindowFigures:
 @dataclass(frozen=True)
 class SideBySideLoad:
     """The load both servers get: from `sender`, at `concurrency`, in windows of `window_s`
-    (None: `window_seconds` of the warm-ups' rates) after a warm-up of `warmup_s` (the
-    latency stage's)."""
+    after a warm-up of `warmup_s` (the latency stage's)."""
 
     sender: LoadSender
     concurrency: int
     warmup_s: float
-    window_s: float | None
-
-
-def window_seconds(rates_rps: Sequence[float]) -> float:
-    """An unset window: WINDOW_ANSWERS at the slowest of `rates_rps`, within the bounds."""
-    slowest = min(rates_rps, default=0.0)
-    if slowest <= 0:
-        return LONGEST_WINDOW_S
-    return min(max(WINDOW_ANSWERS / slowest, SHORTEST_WINDOW_S), LONGEST_WINDOW_S)
+    window_s: float
 
 
 def measure_side_by_side(load: SideBySideLoad, servers: dict[str, ModelServer],
@@ -104,9 +83,8 @@ def measure_side_by_side(load: SideBySideLoad, servers: dict[str, ModelServer],
                          announce: Callable[[str], None]) -> SideBySide:
     """`servers`: the candidate and the live release, both ready, each sent its `targets`
     request. ServerDied when one dies."""
-    concurrency = load.concurrency
-    rates = _warm_up(load, servers, targets)
-    window_s = load.window_s if load.window_s is not None else window_seconds(rates)
+    concurrency, window_s = load.concurrency, load.window_s
+    _warm_up(load, servers, targets)
     plan = interleaved((CANDIDATE, LIVE), [concurrency], settings.schedule.max_rounds)
     windows: list[dict[str, Any]] = []
     results: dict[str, list[LoadResult]] = {who: [] for who in servers}
@@ -133,21 +111,17 @@ def measure_side_by_side(load: SideBySideLoad, servers: dict[str, ModelServer],
         return PairedRound(got[CANDIDATE], got[LIVE])
 
     verdict, _ = run_sequential(next_round, settings)
-    return SideBySide(verdict, windows, total[0], window_s, results)
+    return SideBySide(verdict, windows, total[0], results)
 
 
 def _warm_up(load: SideBySideLoad, servers: dict[str, ModelServer],
-             targets: dict[str, Target]) -> list[float]:
+             targets: dict[str, Target]) -> None:
     """The live release starts cold: it gets the latency stage's warm-up; the candidate,
-    warm from the stages before, a short one so that both start from served traffic.
-    Each warm-up's throughput."""
+    warm from the stages before, a short one so that both start from served traffic."""
     warmup = load.warmup_s
-    rates = []
     for who, seconds in ((LIVE, warmup), (CANDIDATE, min(warmup, 1.0))):
         try:
-            result = closed_window(load.sender, servers[who], targets[who],
-                                   load.concurrency, seconds, f"{who}: warm-up")
+            closed_window(load.sender, servers[who], targets[who], load.concurrency, seconds,
+                          f"{who}: warm-up")
         except ServerError as exc:
             raise ServerDied(who, f"during the warm-up: {exc}") from None
-        rates.append(result.throughput)
-    return rates

@@ -263,12 +263,10 @@ class RegressionStage(StrictModel):
         0.5, 0.9999, "confidence", "confidence must be in 50%..99.99%")] = Field(
         default=Percentage(0.95, "95%"), description=(
             "Side by side: coverage of each ratio's interval, over all looks together."))
-    window: DurationField | None = Field(default=None, description=(
-        "Side by side: each server's window per round. Unset: long enough for 200 answers "
-        "at the slower server's warm-up rate, 100ms to 1s (100ms for a model serving "
-        "2,000/s, 1s at 200/s and slower). Short windows keep a round's two windows close "
-        "in time, so they share the machine's state: on a busy 2-core machine 64 rounds "
-        "of 250ms bounded the ratio ~2.5x tighter than 24 of 1s."))
+    window: DurationField = Field(default=Duration(250_000_000, "250ms"), description=(
+        "Side by side: each server's window per round. Short windows keep a round's two "
+        "windows close in time, so they share the machine's state: on a busy 2-core "
+        "machine 64 rounds of 250ms bounded the ratio ~2.5x tighter than 24 of 1s."))
     first_look: int = Field(default=16, ge=6, le=400, description=(
         "Side by side: rounds before the verdict is first looked at."))
     look_every: int = Field(default=16, ge=1, le=400, description=(

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from pipeline.regression.side_by_side import LONGEST_WINDOW_S, SHORTEST_WINDOW_S, WINDOW_ANSWERS
 from tests.conftest import copy_example_project
 from tests.support.cli import cli, latest_record
 from tests.support.delayed_model import REGRESSION, SAME, delayed_project, use_entrypoint
@@ -81,13 +80,6 @@ def test_the_same_release_against_itself_is_no_regression(
     assert "same model and config digests" in same["message"]
     assert same["details"]["verdict"]["outcome"] == "no_regression"
     assert same["details"]["interleaved"] is True
-    # The window was sized from the warm-ups' rate to hold WINDOW_ANSWERS; a machine that
-    # slowed after the warm-up gives fewer, a fixed 100 ms window at this model's few
-    # hundred per second far fewer than a quarter.
-    window_s = same["details"]["window_s"]
-    assert SHORTEST_WINDOW_S <= window_s <= LONGEST_WINDOW_S
-    answers = sorted(window["requests"] for window in same["details"]["windows"])
-    assert answers[len(answers) // 2] >= WINDOW_ANSWERS / 4 or window_s == LONGEST_WINDOW_S
     p50 = gates_of(same)["regression.p50_ms"]
     # Around 1, not "contains 1": a 95% interval misses the true ratio 1 time in 20 by
     # design (CI saw [1.011, …] once). Cleared of the margin above, as the verdict says;

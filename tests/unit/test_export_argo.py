@@ -16,7 +16,6 @@ from pipeline.cli.app import main
 from pipeline.errors import JudgeInputError, UsageError
 from pipeline.export.argo import JudgeJob, analysis_template, judge_deadline_s
 from pipeline.regression.canary import EXIT_CODES
-from pipeline.regression.side_by_side import LONGEST_WINDOW_S
 from pipeline.release.manifest import manifest_digest
 from tests.support.argo_schema import template_problems
 from tests.support.kserve_exports import release
@@ -90,9 +89,8 @@ def test_the_deadline_covers_every_try_at_the_cap_of_rounds(project: Path) -> No
     spec = template(project)
     deadline = spec["spec"]["metrics"][0]["provider"]["job"]["spec"]["activeDeadlineSeconds"]
     stages = example.loaded.spec.stages
-    assert stages.regression.window is None      # sized at run time: at most the longest
     one_run_s = (2 * stages.readiness.timeout.seconds
-                 + 2 * stages.regression.max_rounds * LONGEST_WINDOW_S)
+                 + 2 * stages.regression.max_rounds * stages.regression.window.seconds)
     assert deadline == judge_deadline_s(example.loaded.spec) > 3 * one_run_s
 
 
