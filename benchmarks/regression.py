@@ -15,8 +15,10 @@ A neighbour process keeps one of the machine's cores busy throughout. A run that
 check refuses (regression, or inconclusive: the gate fails closed) counts against
 `aa_regressions` and `false_alarms`, and for `detected`. Each A/A run is paired with a
 run of the same candidate with the check off (`gate: false`), for the wall time of a
-run with and without the side-by-side check. A run that fails before the check (its
-own SLO gates, on a busy machine) is counted in `not_judged`, not as a refusal.
+run with and without the side-by-side check; `regression_to_latency` is the regression
+stage's time over the latency stage's in the same run (the check's cost; goal: at most
+2). A run that fails before the check (its own SLO gates, on a busy machine) is counted
+in `not_judged`, not as a refusal.
 
     python benchmarks/regression.py [--runs 10] [--skip-saturation] [--walls N]
                                     [--settings 'window: 500ms']
@@ -198,7 +200,23 @@ def measure(scratch: Path, runs: int, skip_saturation: bool,
             "median_wall_s_with_side_by_side": round(statistics.median(walls["with"]), 1),
             "median_wall_s_without": round(statistics.median(walls["without"]), 1),
             "delay_ms": {name: round(delay * 1e3, 4) for name, delay in delays.items()},
+            # The check's cost against the latency stage's time, run by run (goal: <= 2).
+            "regression_to_latency": cost_ratios(cases),
             "skip_saturation": skip_saturation, "settings": settings, "cases": cases}
+
+
+def cost_ratios(cases: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """The regression stage's wall time over the latency stage's, per case: the median,
+    and over every run the median and the largest."""
+    ratios = {name: [run["regression_s"] / run["latency_s"] for run in runs
+                     if run["latency_s"] > 0 and run["regression_s"] > 0]
+              for name, runs in cases.items()}
+    every = [ratio for values in ratios.values() for ratio in values]
+    if not every:
+        return {}
+    return {**{f"{name}_median": round(statistics.median(values), 2)
+               for name, values in ratios.items() if values},
+            "median": round(statistics.median(every), 2), "max": round(max(every), 2)}
 
 
 if __name__ == "__main__":
