@@ -15,8 +15,10 @@ prints one JSON line: the fractions of trials per case, and over the cases
 `capacity_pass_at_0_8` (a hold at 0.8 x passes; goal >= 95%), `threshold_decided_pass`
 (slo.min_throughput at 0.5 x the true capacity: the gate passes), `exact_within_70_100pct`
 (the slow model: one instance, 5 ms per execution, SLO p99 50 ms, physical limit 200/s,
-gets an exact capacity within 70-100% of 200/s). `capacity_pass_above_10pct(trials,
-seed)` gives the first alone, for benchmarks/calibration.py.
+gets an exact capacity within 70-100% of 200/s), `capacity_interval_covers_min` (the
+stated capacity interval holds the true capacity; goal >= 90%) and, beside it,
+`capacity_bracket_covers_min` (the search's bracket alone, held to failed, would have).
+`capacity_pass_above_10pct(trials, seed)` gives the first alone, for benchmarks/calibration.py.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from pipeline.gates.capacity import capacity_gate
 from pipeline.spec.stage_settings import CapacitySpec
 from pipeline.statistics import capacity
 from pipeline.statistics.capacity import Drained
+from pipeline.statistics.capacity_figure import CapacityFigure
 from pipeline.statistics.capacity_hold import HOLD_BLOCKS, Block
 
 Floats = npt.NDArray[np.float64]
@@ -231,7 +234,7 @@ def case_rates(name: str, server: Server, trials: int, seed: int) -> dict[str, f
         return holds      # a hold's case: a 1 s step that stalls 0.4 s fails, as it should
     # The closed-loop knee's throughput is about the physical limit (never idle).
     knee = server.physical_rps * 0.95
-    decided, exact, over = [], [], []
+    decided, exact, over, covered, bracketed = [], [], [], [], []
     for s in seeds:
         found = search(server, knee, 0.5 * true, s)
         gate = capacity_gate(found, 0.5 * true)
@@ -240,10 +243,16 @@ def case_rates(name: str, server: Server, trials: int, seed: int) -> dict[str, f
         exact.append(found.bound == "exact" and
                      0.7 * server.physical_rps <= rate <= server.physical_rps)
         over.append(rate > 1.1 * true)
+        figure = CapacityFigure.of(found)
+        covered.append(figure is not None and figure.low_rps <= true <= figure.top)
+        bracketed.append(figure is not None and figure.rps <= true <= (
+            math.inf if figure.failed_rps is None else figure.failed_rps))
     return {**holds,
             f"{name}_threshold_decided_pass": float(np.mean(decided)),
             f"{name}_exact_within_70_100pct": float(np.mean(exact)),
-            f"{name}_capacity_over_10pct": float(np.mean(over))}
+            f"{name}_capacity_over_10pct": float(np.mean(over)),
+            f"{name}_interval_covers": float(np.mean(covered)),
+            f"{name}_bracket_covers": float(np.mean(bracketed))}
 
 
 def trial_seeds(trials: int, seed: int) -> list[int]:
@@ -277,6 +286,10 @@ def capacity_pass_rates(trials: int = 100, seed: int = 1) -> dict[str, float]:
     rates["exact_within_70_100pct"] = rates["slow_exact_within_70_100pct"]
     rates["capacity_search_over_10pct"] = max(rates[f"{n}_capacity_over_10pct"]
                                               for n in searched)
+    rates["capacity_interval_covers_min"] = min(rates[f"{n}_interval_covers"]
+                                                for n in searched)
+    rates["capacity_bracket_covers_min"] = min(rates[f"{n}_bracket_covers"]
+                                               for n in searched)
     return rates
 
 

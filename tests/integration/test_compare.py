@@ -202,7 +202,8 @@ def test_two_inputs_of_different_dtypes_compared_with_report(project: Path,
             assert server["capacity_note"] and "bound" in server["capacity_search"], server
         else:
             assert figure["bound"] in ("exact", "lower_bound") and figure["capped_by"]
-            assert figure["low_rps"] == figure["rps"] <= (figure["high_rps"] or figure["rps"])
+            assert figure["low_rps"] < figure["rps"] <= (figure["failed_rps"] or figure["rps"])
+            assert figure["failed_rps"] is None or figure["high_rps"] > figure["failed_rps"]
     assert {"winner", "margin"} <= set(record)
     shown = {t["key"]: t["per_kind"] for t in record["translation"]}
     assert shown["server.batching.max_queue_delay"]["triton"] == \

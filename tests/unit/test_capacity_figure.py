@@ -23,14 +23,17 @@ def search(*steps: StepOutcome, capped_by: str = "") -> CapacitySearch:
 def test_a_failing_rate_above_the_held_one_makes_it_exact_with_its_interval() -> None:
     figure = CapacityFigure.of(search(step(1200, "pass", True), step(1320, "fail", False),
                                       step(1500, "fail", False)))
-    assert figure == CapacityFigure(1200.0, 1200.0, 1320.0, "exact", "a failing rate at 1,320/s")
-    assert figure.text() == "capacity 1,200/s (exact: 1,200–1,320/s)"
+    # The interval is the hold verdict's calibrated one: held / 1.1 to failed / 0.8.
+    assert figure == CapacityFigure(1200.0, 1200.0 / 1.1, 1320.0 / 0.8, "exact",
+                                    "a failing rate at 1,320/s", 1320.0)
+    assert figure.text() == "capacity 1,200/s (exact: 1,091–1,650/s at 90%)"
 
 
 def test_no_failing_rate_above_is_a_lower_bound_that_names_its_cap() -> None:
     figure = CapacityFigure.of(search(step(1200, "pass", True), step(1500, "pass", False),
                                       capped_by="the time budget"))
     assert figure is not None and figure.bound == "lower_bound" and figure.high_rps is None
+    assert figure.low_rps == 1200.0 / 1.1 and figure.failed_rps is None
     assert figure.text() == "capacity ≥ 1,200/s (lower bound: capped by the time budget)"
 
 
@@ -65,8 +68,9 @@ def test_the_saturation_stage_records_the_figure_beside_its_older_keys() -> None
     text, measured = _record_capacity(search(step(1200, "pass", True), step(2000, "pass", False),
                                              capped_by="the time budget"),
                                       SaturationOutcome(), details)
-    assert details["capacity"] == {"rps": 1200.0, "low_rps": 1200.0, "high_rps": None,
-                                   "bound": "lower_bound", "capped_by": "the time budget"}
+    assert details["capacity"] == {"rps": 1200.0, "low_rps": 1200.0 / 1.1, "high_rps": None,
+                                   "bound": "lower_bound", "capped_by": "the time budget",
+                                   "failed_rps": None}
     assert details["capacity_interval_rps"] == [1200.0, None]
     assert measured.capacity_rps == 1200.0 and measured.capacity_lower_bound == 1.0
     assert "capped by the time budget" in text

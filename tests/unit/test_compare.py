@@ -176,8 +176,9 @@ def test_each_server_states_its_capacity_as_promote_does_and_the_knee_as_a_diagn
     search = CapacitySearch(2000.0, 1500.0, [step(1200, "pass", True), step(1320, "fail", False)],
                             stop_reason="bracketed")
     found = capacity_figures(search, "")
-    assert found["capacity"] == {"rps": 1200.0, "low_rps": 1200.0, "high_rps": 1320.0,
-                                 "bound": "exact", "capped_by": "a failing rate at 1,320/s"}
+    assert found["capacity"] == {"rps": 1200.0, "low_rps": 1200.0 / 1.1, "high_rps": 1650.0,
+                                 "bound": "exact", "capped_by": "a failing rate at 1,320/s",
+                                 "failed_rps": 1320.0}
     assert [s["rate_rps"] for s in found["capacity_search"]["steps"]] == [1200.0, 1320.0]
     assert capacity_figures(None, "not measured (--no-capacity)") == {
         "capacity": None, "capacity_note": "not measured (--no-capacity)"}
@@ -194,7 +195,7 @@ def test_each_server_states_its_capacity_as_promote_does_and_the_knee_as_a_diagn
                                        knee_capped_by="the concurrency cap (64)")
     record["servers"]["torchserve"].update(capacity=None, capacity_note="not measured (x)")
     markdown = render_sidebyside_markdown(record)
-    assert "capacity 1,200/s (exact: 1,200–1,320/s)" in markdown
+    assert "capacity 1,200/s (exact: 1,091–1,650/s at 90%)" in markdown
     assert "not measured (x)" in markdown and "(lower bound: the concurrency cap (64))" in markdown
 
 
