@@ -42,7 +42,10 @@ compare each "capacity ≥ 560/s (lower bound: capped by the time budget)", agre
 32 s, 28 s and 54 s; the knees (diagnostic) 4,486/s (promote) and 9,699/s (compare, a
 lower bound at its concurrency cap of 64, from 1 s windows). The full run is the test:
 one, nothing else on the 2 cores, 5 min: promote 6,678/s [6,678–6,956], tune 11,219/s
-[11,219–12,465], compare 6,121/s [6,121–10,201], agree false (see docs/benchmarks.md).
+[11,219–12,465], compare 6,121/s [6,121–10,201], agree false, when each interval was the
+search's bracket; with the calibrated interval (capacity_figure.py), 6 min: promote
+8,220/s [7,473–10,789], tune 8,244/s [7,494–11,850], compare 8,222/s [7,475–11,420],
+agree true (see docs/benchmarks.md).
 """
 
 from __future__ import annotations
