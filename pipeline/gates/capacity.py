@@ -5,13 +5,16 @@ found above it: the exact capacity when a failing rate capped it, else "capacity
 lower bound). A hold at the threshold that failed on its evidence (its p99 interval over
 the SLO, a growing backlog, errors), a failing rate at or under the threshold above the
 capacity, or every rate tried missing the SLO down to the threshold, decides a failure.
-Anything else is inconclusive, with the reason and what to change.
+Anything else is inconclusive, with the reason and what to change. The row's interval is
+the capacity figure's calibrated 90% one (`CapacityFigure`), the same as the capacity
+text states, not the search's bracket.
 """
 
 from __future__ import annotations
 
 from pipeline.stage_result import Gate, GateOutcome
 from pipeline.statistics.capacity import CapacitySearch
+from pipeline.statistics.capacity_figure import CapacityFigure
 
 NAME = "saturation.capacity_rps"
 
@@ -20,7 +23,8 @@ def capacity_gate(search: CapacitySearch, minimum: float | None) -> Gate | None:
     """None without a minimum: the capacity is then reported, not gated."""
     if minimum is None:
         return None
-    confirmed, interval = search.confirmed, search.interval_rps
+    confirmed, figure = search.confirmed, CapacityFigure.of(search)
+    interval = None if figure is None else (figure.low_rps, figure.high_rps)
     if confirmed is not None and interval is not None and confirmed.rate_rps >= minimum:
         if search.bound == "exact":
             return Gate(NAME, confirmed.rate_rps, minimum, True, ">=", "/s",

@@ -251,8 +251,22 @@ class SearchSettings:
         return max(self.hold_s, self.step_duration(rate), 1.2 * self.hold_samples() / rate)
 
     def hold_first(self, rate: float) -> float:
-        """A hold's first segment: its span, or the configured hold if that is longer."""
+        """A hold's first look comes after this long: its span, or the configured hold if
+        that is longer."""
         return max(self.hold_span_s, self.hold_duration(rate))
+
+    def span_segments(self, rate: float) -> list[float]:
+        """A hold's segments up to its span: two halves where each has the samples its
+        blocks need, so that a look between them can fail a hold that misses (a pass
+        waits for the span either way); else one."""
+        whole = self.hold_first(rate)
+        half = max(self.hold_duration(rate), whole / 2)
+        return [half, whole - half] if whole - half >= self.hold_duration(rate) else [whole]
+
+    def span_cost(self, rate: float) -> float:
+        """The most a hold at `rate` takes until its span: its segments, each to its hard
+        end."""
+        return sum(self.longest(segment) for segment in self.span_segments(rate))
 
     def longest(self, duration: float) -> float:
         """A step's hard bound: its schedule, then its requests' timeout at most."""
@@ -273,13 +287,13 @@ class SearchSettings:
         holds at the start rate (a slow model's hold takes longer), each with room to
         measure on once while undecided."""
         search = 4 * self.longest(self.step_duration(start_rps)) + HOLDS_KEPT * (
-            self.longest(self.hold_first(start_rps)) +
+            self.span_cost(start_rps) +
             self.longest(self.hold_duration(start_rps)))
         if threshold_rps is not None:
             first = self.first_threshold_rate(threshold_rps, start_rps)
-            search += self.longest(self.hold_first(first))
+            search += self.span_cost(first)
             if first > threshold_rps:   # and the threshold itself, should that one miss
-                search += self.longest(self.hold_first(threshold_rps))
+                search += self.span_cost(threshold_rps)
         return max(MIN_DEFAULT_BUDGET_S, search)
 
 
@@ -391,22 +405,28 @@ class _Runner:
         """A server slowed to half its speed still keeps up with `rate`: no span needed."""
         return rate <= EPISODES_WEIGHED_UNDER * self.search.knee_rps
 
-    def first_segment(self, rate: float) -> float:
+    def planned_segments(self, rate: float) -> list[float]:
+        """A hold's segments before it may pass: one of the configured length far below
+        the knee, else those of its span."""
         if self.far_below_knee(rate):
-            return self.settings.hold_duration(rate)
-        return self.settings.hold_first(rate)
+            return [self.settings.hold_duration(rate)]
+        return self.settings.span_segments(rate)
+
+    def hold_cost(self, rate: float) -> float:
+        return sum(self.settings.longest(part) for part in self.planned_segments(rate))
 
     def hold(self, rate: float) -> StepOutcome:
         """A hold at `rate` in segments until decided (`capacity_hold`), one step recorded."""
         settings, segments = self.settings, []
-        duration = self.first_segment(rate)
+        planned = iter(self.planned_segments(rate))
+        duration = next(planned)
         while True:
             segments.append(self.step(rate, duration, True))
             outcome = combine_segments(segments, self.limits, settings.hold_span_s,
                                        self.far_below_knee(rate))
             if outcome.verdict != "undecided" or len(segments) >= HOLD_LOOKS:
                 break
-            duration = settings.hold_duration(rate)
+            duration = next(planned, settings.hold_duration(rate))
             if not self.fits(settings.longest(duration)):
                 outcome = replace(outcome, reason=outcome.reason + "; no time left in the "
                                   "budget to hold longer")
@@ -469,8 +489,8 @@ def _decide_threshold(run: _Runner, threshold: float) -> None:
     rate = settings.first_threshold_rate(threshold, search.start_rps)
     search.threshold_outcome = "untried"
     while not search.stuck:
-        duration = run.first_segment(rate)
-        if not run.fits(settings.longest(duration)):
+        duration = sum(run.planned_segments(rate))
+        if not run.fits(run.hold_cost(rate)):
             search.threshold_reason = (
                 f"the {settings.budget_s:g}s budget had no time left to hold {rate:,.0f}/s "
                 f"({duration:.1f}s for {settings.hold_samples()} requests): raise "
@@ -532,7 +552,7 @@ def _bracket(run: _Runner) -> None:
     retries = 0
     while rate is not None and not search.stuck:
         best = search.best_step
-        hold = settings.longest(settings.hold_first(min(rate, best.rate_rps) if best else rate))
+        hold = settings.span_cost(min(rate, best.rate_rps) if best else rate)
         # A confirmation and one retry at a lower rate matter more than a narrower interval
         # or a higher lower bound: a hold can miss where the short steps passed (slow queue
         # growth, or errors only a longer hold shows), bracketed or not.
@@ -572,7 +592,7 @@ def _confirm(run: _Runner) -> str:
         # The rates whose holds missed are named, so that a figure under the short steps'
         # bracket reads as what it is: the highest rate a hold passed.
         before = f"holds at {', '.join(missed)} missed; " if missed else ""
-        if not run.fits(settings.longest(settings.hold_first(rate))):
+        if not run.fits(settings.span_cost(rate)):
             search.capped_by = search.capped_by or "the time budget"
             return f"{before}no time left in the budget to hold {rate:.0f}/s"
         outcome = run.hold(rate)

@@ -21,6 +21,7 @@ import pytest
 
 from pipeline.record import RunRecord
 from pipeline.report.formats import render
+from pipeline.spec.stage_settings import CapacitySpec
 from tests.support.cli import cli, latest_record
 from tests.support.specs import fast_spec
 
@@ -172,10 +173,11 @@ def test_a_slow_good_model_gets_an_exact_capacity_near_its_limit(project: Path) 
     assert not details["stop_reason"].startswith("reached max_concurrency"), summary
     assert any(reason in details["stop_reason"]
                for reason in ("SLO missed", "throughput stopped growing")), summary
-    check_knee_and_capacity(stage, slo_ms=50.0, threshold=50.0, span_s=20.0)
+    check_knee_and_capacity(stage, slo_ms=50.0, threshold=50.0,
+                            span_s=CapacitySpec().span.seconds)
     # Within 70-100% of the physical limit on a quiet machine (load average under half
     # the cores before and after). Other work that takes the cores in episodes lowers the
-    # rate that holds the p99 for 20 s far more than the knee (a closed loop waits out a
+    # rate that holds the p99 for its span far more than the knee (a closed loop waits out a
     # stall; arrivals do not, and a stall of a few hundred ms times requests out at any
     # rate): that capacity is measured and printed, not held to this bound.
     if quiet and metrics["knee_throughput_rps"] >= 0.8 * 200:

@@ -317,14 +317,19 @@ def test_a_hold_is_long_enough_for_its_p99_bound() -> None:
     assert held.hold_duration(100.0) == pytest.approx(1.2 * held.hold_samples() / 100.0)
 
 
-def test_the_capacity_gate_carries_the_bisection_interval() -> None:
+def test_the_capacity_gate_carries_the_calibrated_interval() -> None:
     clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(1000.0, clock, calls), settler(clock), 1000.0,
                            settings(budget_s=30.0), clock)
     gate = capacity_gate(search, 100.0)
     assert search.confirmed is not None and search.interval_rps is not None
     assert gate is not None and gate.outcome == "passed"
-    assert gate.interval == search.interval_rps and gate.samples == search.confirmed.samples
+    # The figure's 90% interval (held / 1.1 to failed / 0.8), as the capacity text states
+    # it, not the bracket (held, failed).
+    held, failed = search.interval_rps
+    assert failed is not None
+    assert gate.interval == (pytest.approx(held / 1.1), pytest.approx(failed / 0.8))
+    assert gate.samples == search.confirmed.samples
     failed = capacity_gate(search, 5000.0)
     assert failed is not None and failed.outcome == "failed"
 
@@ -637,6 +642,34 @@ def test_a_pass_waits_for_the_span_only_near_the_knee() -> None:
     assert near.verdict == "undecided" and "20s a pass needs" in near.reason
     far = capacity.combine_segments([segment], LIMITS, 20.0, weigh_episodes=True)
     assert far.verdict == "pass"
+
+
+def test_a_hold_near_the_knee_looks_half_way_through_its_span() -> None:
+    # A 30 s span in two halves: a hold whose p99 is over the SLO fails at the first look
+    # (15 s, not 30 s); a clean one is undecided there and passes once it has lasted 30 s.
+    spanned = replace(settings(budget_s=120.0), hold_span_s=30.0)
+    assert spanned.span_segments(1000.0) == [15.0, 15.0]
+    assert spanned.span_cost(1000.0) == pytest.approx(2 * (15.0 + 0.2))
+
+    def hold(p99_ms: float) -> tuple[capacity.StepOutcome, list[float]]:
+        clock, segments = FakeClock(), recorded()
+
+        def step(rate: float, duration_s: float, hold: bool = False) -> capacity.StepOutcome:
+            clock.now += duration_s
+            segments.append(duration_s)
+            blocks = tuple(capacity_hold.Block(2000, 2.0, p99_ms) for _ in range(7))
+            return judge(replace(measured(rate, duration_s=duration_s), blocks=blocks,
+                                 settled_p99_ms=p99_ms), LIMITS, on_bound=True)
+
+        return capacity.hold_rate(step, settler(clock), 1500.0, spanned, LIMITS,
+                                  clock), segments
+
+    missed, looked = hold(80.0)
+    assert missed.verdict == "fail" and looked == [15.0]
+    held, looked = hold(10.0)
+    assert held.passed and looked == [15.0, 15.0] and held.duration_s == pytest.approx(30.0)
+    # Where half the span is too short for a segment's samples, the span is one segment.
+    assert replace(spanned, hold_s=20.0).span_segments(1000.0) == [30.0]
 
 
 class _AnswersAtOnce:
