@@ -23,6 +23,7 @@ from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact, ModelServer
 from pipeline.servers.ports import loopback_ports
 from pipeline.servers.specs import validate_spec
+from pipeline.servers.stop_alongside import stop_alongside
 from pipeline.spec.models import EnvironmentPolicy, LoadedSpec
 
 
@@ -90,7 +91,7 @@ def restore_release(store: Store, manifest: Manifest, loaded: LoadedSpec,
 
 def serve_live(ctx: RunContext, store: Store, manifest: Manifest) -> ServedLive:
     """Start the live release beside the candidate; stopped when the run's resources
-    close. LiveUnservable says why it could not be."""
+    close, alongside the candidate. LiveUnservable says why it could not be."""
     release_id = manifest.release_id
     loaded = live_spec(store, manifest, ctx.loaded)
     server_spec = loaded.spec.server
@@ -107,7 +108,7 @@ def serve_live(ctx: RunContext, store: Store, manifest: Manifest) -> ServedLive:
         kind = server_kind(server_spec.kind)
         server = kind.launch(loaded, artifact, loopback_ports(kind.port_names), folder,
                              ctx.env)
-        ctx.resources.push(server)
+        stop_alongside(ctx.resources, server)
         server.start()
         cold_start_s = server.wait_ready(ctx.loaded.spec.stages.readiness.timeout.seconds)
     except (PipelineError, OSError, KeyError, TypeError) as exc:
