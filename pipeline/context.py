@@ -48,7 +48,6 @@ class RunContext:
     build: BuiltArtifact | None = None        # build: the served artifact, digested
     server: ModelServer | None = None         # start (or attached by `measure --url`)
     results: list[StageResult] = field(default_factory=list)   # runner: so far
-    planned: frozenset[str] = frozenset()     # runner: the stages this run will run
     release_id: str | None = None             # publish: the release written
     model_source: ResolvedSource | None = None  # build: where the model came from
     promotion: Decision | None = None   # re-verifying an existing release

@@ -159,7 +159,6 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
     """
     chosen = stages_to_run(selected, attached=ctx.server is not None, stages=stages)
     _preflight(ctx, chosen)
-    ctx.planned = chosen
     watcher = observer or SilentObserver()
     started = time.monotonic()
     record = _new_record(ctx, command, selected, git)

@@ -38,12 +38,6 @@ from pipeline.measure.windows import (
     server_memory,
 )
 from pipeline.outcomes.latency import LatencyOutcome
-from pipeline.regression.beside import (
-    begin_in_latency_stage,
-    ready_in_latency_stage,
-    settle,
-    window_measurer,
-)
 from pipeline.servers.base import ModelServer, ServerStats
 from pipeline.spec.models import Spec
 from pipeline.stage_result import Gate, StageResult
@@ -62,28 +56,17 @@ def run(ctx: RunContext) -> StageResult:
     server = ctx.require_server()
     target = spec_target(ctx.loaded, server)
     sender = sender_for(ctx, NAME)
-    starting = begin_in_latency_stage(ctx)
-    try:
-        warmup = closed_window(sender, server, target, stage.concurrency,
-                               stage.warmup.seconds,
-                               f"warm-up at concurrency {stage.concurrency}")
-    finally:
-        settle(starting)
-    beside = ready_in_latency_stage(ctx, starting, sender,
-                                    lambda text: ctx.progress(NAME, 0, 1, text))
+    warmup = closed_window(sender, server, target, stage.concurrency, stage.warmup.seconds,
+                           f"warm-up at concurrency {stage.concurrency}")
     memory_before = memory_growth.baseline(server)
     plan = window_plan(spec)
     window_s = window_seconds(spec, warmup.throughput)
-
-    def plain(seconds: float, label: str) -> LoadResult:
-        return closed_window(sender, server, target, stage.concurrency, seconds, label)
-
     with memory_growth.RssSampler(lambda: memory_growth.model_processes(server)) as rss:
         measured_windows = closed_windows_until_decided(
             sender, server, target, stage.concurrency,
             lambda windows, alpha: judge_windows(spec, windows, merge_windows(windows),
                                                  window_s, alpha),
-            client_limited, plan, window_s, window_measurer(beside, plain))
+            client_limited, plan, window_s)
     verdict_s = time.perf_counter() - started
     outcome = measured_windows.run
     measured = merge_windows(outcome.windows)
@@ -109,8 +92,6 @@ def run(ctx: RunContext) -> StageResult:
     details = _details(spec, measured, judgement, measured_windows, stable, memory_notes)
     if measured.sizes:
         details["sizes"] = measured.size_summary()
-    if beside is not None:
-        details["side_by_side"] = beside.latency_note()
     workers = load_workers_record(ctx, NAME)
     if workers is not None:
         details["load_workers"] = workers

@@ -3,11 +3,8 @@ side by side on this machine and measured in interleaved rounds (pipeline/regres
 
 Runs when `stages.regression.gate` is on, `against` is side_by_side and the target
 environment has a live release; the recorded comparison in publish then is information
-only. Where the latency stage ran, it started the live release and its windows were made
-of the first rounds (pipeline/regression/beside.py): this stage measures only the rounds
-the verdict still needs, after a short warm-up of both. Fail closed: a live release that
-cannot be read, integrity-checked or started, or that died, fails
-`regression.live_release` with the reason, and nothing is published.
+only. Fail closed: a live release that cannot be read, integrity-checked or started
+fails `regression.live_release` with the reason, and nothing is published.
 """
 
 from __future__ import annotations
@@ -17,25 +14,45 @@ from typing import Any
 
 from pipeline import metric_names as m
 from pipeline.context import RunContext
-from pipeline.errors import ServerError
-from pipeline.regression.beside import live_beside, paired_rounds, why_not_side_by_side
+from pipeline.errors import ServerError, StoreError, UsageError
+from pipeline.measure.targets import spec_target
 from pipeline.regression.gates import (
     live_release_absent,
     live_release_failed,
     live_release_served,
+    same_bytes,
     verdict_gates,
 )
+from pipeline.regression.live_serving import LiveUnservable, serve_live
 from pipeline.regression.paired import PairedVerdict
 from pipeline.regression.settings import paired_settings
-from pipeline.regression.side_by_side import CANDIDATE_WARMUP_S, LIVE, ServerDied
+from pipeline.regression.side_by_side import (
+    CANDIDATE,
+    LIVE,
+    ServerDied,
+    SideBySideLoad,
+    measure_side_by_side,
+)
+from pipeline.release.manifest import read_manifest
+from pipeline.release.regression import live_release
+from pipeline.release.store import store_for
+from pipeline.servers.base import ModelServer
 from pipeline.stage_result import StageResult, Status
 from stages._load import sender_for
 
 NAME = "regression"
 USES_SERVER = True
-# Both servers idled or served other load since the latency stage's rounds: this much
-# traffic each brings them back to the rounds' state before more rounds are added.
-REWARM_S = 0.5
+
+
+def _not_needed(ctx: RunContext) -> str | None:
+    settings = ctx.loaded.spec.stages.regression
+    if not settings.gate:
+        return "the regression check is off (stages.regression.gate)"
+    if settings.against != "side_by_side":
+        return "decided on the recorded run (stages.regression.against: recorded)"
+    if (ctx.promote_to or ctx.loaded.environment) is None:
+        return "no target environment"
+    return None
 
 
 def _failed(reason: str, details: dict[str, Any]) -> StageResult:
@@ -43,41 +60,55 @@ def _failed(reason: str, details: dict[str, Any]) -> StageResult:
 
 
 def run(ctx: RunContext) -> StageResult:
-    why_not = why_not_side_by_side(ctx)
+    why_not = _not_needed(ctx)
     if why_not is not None:
         return StageResult(NAME, Status.SKIPPED, why_not)
-    beside = live_beside(ctx)
-    details = beside.details
-    if beside.problem is not None:
-        return _failed(beside.problem, details)
-    if beside.served is None:
-        return StageResult(NAME, Status.PASSED, f"nothing is live in {details['environment']}"
-                           ": nothing to compare", gates=[live_release_absent()],
+    environment = ctx.promote_to or ctx.loaded.environment
+    assert environment is not None
+    store = store_for(ctx.loaded)
+    live = live_release(store, ctx.loaded.spec.name, environment)
+    details: dict[str, Any] = {"environment": environment, "live_release_id": live.release_id}
+    if live.problem is not None:
+        return _failed(live.problem, details)
+    if live.release_id is None:
+        return StageResult(NAME, Status.PASSED, f"nothing is live in {environment}: "
+                           "nothing to compare", gates=[live_release_absent()],
                            details=details)
-    started = time.monotonic()
-    release_id = beside.served.release_id
-    rounds = beside.rounds
     try:
-        if rounds is None:
-            rounds = paired_rounds(ctx, beside.served, sender_for(ctx, NAME),
-                                   lambda text: ctx.progress(NAME, 0, 1, text))
-            rounds.warm_up(rounds.load.warmup_s,
-                           min(rounds.load.warmup_s, CANDIDATE_WARMUP_S))
-        elif not rounds.done:
-            rounds.warm_up(REWARM_S, REWARM_S)
-        side = rounds.finish()
+        manifest = read_manifest(store, ctx.loaded.spec.name, live.release_id)
+    except (UsageError, StoreError) as exc:
+        return _failed(f"live release {live.release_id}: {exc}", details)
+    details["same"] = same_bytes(ctx.require_build(), manifest)
+    try:
+        served = serve_live(ctx, store, manifest)
+    except LiveUnservable as exc:
+        return _failed(f"live release {live.release_id} {exc}", details)
+    return _measured(ctx, served.release_id, served.server, served.cold_start_s, details)
+
+
+def _measured(ctx: RunContext, release_id: str, live_server: ModelServer, cold_start_s: float,
+              details: dict[str, Any]) -> StageResult:
+    stage = ctx.loaded.spec.stages.regression
+    settings = paired_settings(stage, ctx.loaded.spec.slo.p99.ms)
+    started = time.monotonic()
+    latency = ctx.loaded.spec.stages.latency
+    load = SideBySideLoad(sender_for(ctx, NAME), latency.concurrency, latency.warmup.seconds,
+                          stage.window.seconds)
+    servers = {CANDIDATE: ctx.require_server(), LIVE: live_server}
+    targets = {who: spec_target(ctx.loaded, server) for who, server in servers.items()}
+    try:
+        side = measure_side_by_side(load, servers, targets, settings,
+                                    lambda text: ctx.progress(NAME, 0, 1, text))
     except ServerDied as exc:
         if exc.who == LIVE:
             return _failed(f"live release {release_id} died: {exc}", details)
         raise ServerError(str(exc)) from None
-    settings = paired_settings(ctx.loaded.spec.stages.regression, ctx.loaded.spec.slo.p99.ms)
     gates = [live_release_served(release_id),
              *verdict_gates(side.verdict, settings.error_rate_allowance)]
     details.update(side.to_json())
-    metrics = {**_metrics(side.verdict), m.LIVE_COLD_START_S: beside.served.cold_start_s,
+    metrics = {**_metrics(side.verdict), m.LIVE_COLD_START_S: cold_start_s,
                m.SIDE_BY_SIDE_S: time.monotonic() - started}
-    return StageResult.judged(NAME, gates, _message(side.verdict, release_id, details,
-                                                    side.in_latency_stage),
+    return StageResult.judged(NAME, gates, _message(side.verdict, release_id, details),
                               metrics=metrics, details=details)
 
 
@@ -91,14 +122,10 @@ def _metrics(verdict: PairedVerdict) -> dict[str, float]:
     return metrics
 
 
-def _message(verdict: PairedVerdict, release_id: str, details: dict[str, Any],
-             in_latency_stage: int) -> str:
+def _message(verdict: PairedVerdict, release_id: str, details: dict[str, Any]) -> str:
     same = details.get("same") or {}
     text = (f"no regression against live release {release_id} (margin "
-            f"{verdict.margin:.0%}, {verdict.rounds} rounds side by side")
-    if in_latency_stage:
-        text += f", {in_latency_stage} of them the latency stage's"
-    text += ")"
+            f"{verdict.margin:.0%}, {verdict.rounds} rounds side by side)")
     if same.get("model") and same.get("config"):
         text += "; same model and config digests as the live release"
     return text

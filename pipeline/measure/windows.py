@@ -52,23 +52,17 @@ def closed_windows_until_decided(
         sender: LoadSender, server: ModelServer, target: Target, concurrency: int,
         look: Callable[[list[LoadResult], float], LookT],
         client_limited: Callable[[LoadResult], str | None],
-        plan: WindowPlan, window_s: float,
-        measure: Callable[[float, str], LoadResult] | None = None) -> ClosedWindows[LookT]:
+        plan: WindowPlan, window_s: float) -> ClosedWindows[LookT]:
     """The latency stage's closed-loop windows until a look is decided (or the cap); see
     pipeline.statistics.sequential. With the server's counter deltas over exactly those windows,
-    each window `window_s` long, and each window's (start, end, requests). `measure(seconds,
-    label)` measures a window (default: one closed-loop window of the server's)."""
+    each window `window_s` long, and each window's (start, end, requests)."""
     snapshots: list[ServerStats] = [server.stats()]
     spans: list[tuple[float, float, int]] = []
 
-    def plain(seconds: float, label: str) -> LoadResult:
-        return closed_window(sender, server, target, concurrency, seconds, label)
-
-    measured = measure or plain
-
     def window(index: int) -> LoadResult:
         started = time.perf_counter()
-        result = measured(window_s, f"window {index + 1} at concurrency {concurrency}")
+        result = closed_window(sender, server, target, concurrency, window_s,
+                               f"window {index + 1} at concurrency {concurrency}")
         spans.append((started, time.perf_counter(), result.requests))
         snapshots.append(server.stats())
         return result

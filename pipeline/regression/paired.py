@@ -261,41 +261,25 @@ class PairedSettings:
     tail_allowance_ms: float = 0.0
 
 
-class SequentialLooks:
-    """Rounds as they come, and the verdict at each look: done when a look is clear or at
-    the cap. Rounds may be added by whoever measures them (the latency stage's windows,
-    then the regression stage's); the looks fall at the same round counts either way."""
-
-    def __init__(self, settings: PairedSettings) -> None:
-        self.settings = settings
-        self.rounds: list[PairedRound] = []
-        self.verdict: PairedVerdict | None = None
-        self._looks = settings.schedule.looks()
-        self._taken = 0
-
-    @property
-    def done(self) -> bool:
-        return (self.verdict is not None and self.verdict.is_clear) or (
-            len(self.rounds) >= self.settings.schedule.max_rounds)
-
-    def add(self, measured: PairedRound) -> None:
-        settings = self.settings
-        self.rounds.append(measured)
-        if len(self.rounds) not in self._looks:
-            return
-        error = settings.schedule.error_at(self._taken, settings.confidence)
-        self._taken += 1
-        self.verdict = judge(self.rounds, settings.metrics, settings.margin, error,
-                             settings.error_rate_allowance, settings.confidence, self._taken,
-                             settings.tail_allowance_ms)
-
-
 def run_sequential(next_round: Callable[[int], PairedRound],
                    settings: PairedSettings) -> tuple[PairedVerdict, list[PairedRound]]:
     """Measure rounds (`next_round(index)`) until a look is clear or the cap; the verdict
     of the last look and every round measured."""
-    looks = SequentialLooks(settings)
-    while not looks.done:
-        looks.add(next_round(len(looks.rounds)))
-    assert looks.verdict is not None  # the last round is always a look
-    return looks.verdict, looks.rounds
+    schedule = settings.schedule
+    looks = schedule.looks()
+    rounds: list[PairedRound] = []
+    verdict: PairedVerdict | None = None
+    taken = 0
+    while len(rounds) < schedule.max_rounds:
+        rounds.append(next_round(len(rounds)))
+        if len(rounds) not in looks:
+            continue
+        error = schedule.error_at(taken, settings.confidence)
+        taken += 1
+        verdict = judge(rounds, settings.metrics, settings.margin, error,
+                        settings.error_rate_allowance, settings.confidence, taken,
+                        settings.tail_allowance_ms)
+        if verdict.is_clear:
+            break
+    assert verdict is not None  # the last round is always a look
+    return verdict, rounds

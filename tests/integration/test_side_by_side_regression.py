@@ -80,15 +80,6 @@ def test_the_same_release_against_itself_is_no_regression(
     assert "same model and config digests" in same["message"]
     assert same["details"]["verdict"]["outcome"] == "no_regression"
     assert same["details"]["interleaved"] is True
-    # The live release was started before the latency stage, whose windows were made of
-    # the first rounds: the check counts them, and measured only what its verdict needed.
-    record = latest_record(project)
-    latency = next(s for s in record["stages"] if s["name"] == "latency")
-    beside = latency["details"]["side_by_side"]
-    assert beside["live_release_id"] == same["details"]["live_release_id"]
-    assert beside["problem"] is None and beside["rounds"] > 0
-    assert same["details"]["rounds_in_latency_stage"] == beside["rounds"]
-    assert same["details"]["verdict"]["rounds"] >= beside["rounds"]
     p50 = gates_of(same)["regression.p50_ms"]
     # Around 1, not "contains 1": a 95% interval misses the true ratio 1 time in 20 by
     # design (CI saw [1.011, …] once). Cleared of the margin above, as the verdict says;
@@ -138,11 +129,6 @@ def test_a_live_release_that_cannot_start_fails_closed(fast_project: Path) -> No
     gate = gates_of(stage)["regression.live_release"]
     assert gate["outcome"] == "failed"
     assert "cannot be started" in gate["reason"] and live["current"] in gate["reason"]
-    # The latency stage tried first, said why in its record, and measured alone.
-    latency = next(s for s in latest_record(project)["stages"] if s["name"] == "latency")
-    assert latency["status"] == "passed"
-    assert "cannot be started" in latency["details"]["side_by_side"]["problem"]
-    assert latency["details"]["side_by_side"]["rounds"] == 0
     assert "regression.live_release" in output
     assert pointer(project) == live
 
