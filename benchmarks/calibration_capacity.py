@@ -198,7 +198,8 @@ HOLD_SPAN_S = CapacitySpec().span.seconds
 def settings(knee: float, threshold: float | None) -> capacity.SearchSettings:
     """The spec's defaults (1 s steps, 3 s holds, the span), the budget as the stage sizes
     it."""
-    fixed = capacity.SearchSettings(0.0, 1.0, 3.0, TIMEOUT_S, hold_span_s=HOLD_SPAN_S)
+    fixed = capacity.SearchSettings(0.0, 1.0, 3.0, TIMEOUT_S, hold_span_s=HOLD_SPAN_S,
+                                    first_hold=CapacitySpec().first_hold.fraction)
     budget = fixed.needed_budget(knee * fixed.start_fraction, threshold)
     return replace(fixed, budget_s=budget)
 

@@ -84,7 +84,8 @@ def search_settings(stage: SaturationStage, timeout_s: float, confidence: float,
                                        timeout_s, wanted.start.fraction,
                                        wanted.resolution.fraction,
                                        hold_min_samples=samples_for_upper_bound(0.99, confidence),
-                                       hold_span_s=wanted.span.seconds)
+                                       hold_span_s=wanted.span.seconds,
+                                       first_hold=wanted.first_hold.fraction)
     budget = wanted.budget.seconds if wanted.budget is not None else \
         settings.needed_budget(knee_rps * settings.start_fraction, threshold)
     return replace(settings, budget_s=budget)

@@ -20,9 +20,11 @@ below it (`start_fraction`), above any rate already held, moves up or down geome
 until it has a passing and a failing rate, then bisects until they are within the
 resolution or the time budget needs the rest for a confirmation. After a step that did
 not pass, the server works off its backlog before the next one (`settle`). The capacity
-is the highest rate that passed a hold; a missed hold tries a rate lower by twice the
-resolution, or the highest rate a step passed within twice the resolution below that,
-while the budget lasts and the rate is above one already held.
+is the highest rate that passed a hold. The first hold is at the best short step's rate
+less the spec's `first_hold` discount (short steps overestimate what holds for the span;
+each miss costs seconds); a missed hold tries a rate lower by twice the resolution, or
+the highest rate a step passed within twice the resolution below that, while the budget
+lasts and the rate is above one already held.
 """
 
 from __future__ import annotations
@@ -237,6 +239,8 @@ class SearchSettings:
     blocks: int = HOLD_BLOCKS
     # A hold passes only once it has lasted this long (capacity_hold: slow episodes).
     hold_span_s: float = 0.0
+    # The first hold's rate as a share of the best short step (CapacitySpec.first_hold).
+    first_hold: float = 1.0
 
     def step_duration(self, rate: float) -> float:
         """The configured step, longer where the rate is too low for enough samples."""
@@ -577,7 +581,8 @@ def _bracket(run: _Runner) -> None:
 
 
 def _confirm(run: _Runner) -> str:
-    """Hold the best rate the short steps passed above any rate already held."""
+    """Hold the best rate the short steps passed, less the `first_hold` discount, above any
+    rate already held."""
     search, settings = run.search, run.settings
     held = search.confirmed
     floor = held.rate_rps if held else 0.0
@@ -586,7 +591,7 @@ def _confirm(run: _Runner) -> str:
         return "no rate passed, so none was held"
     if best.hold:
         return f"{best.rate_rps:,.0f}/s held for {best.duration_s:.3g}s"
-    rate, misses = best.rate_rps, 0
+    rate, misses = first_hold_rate(best.rate_rps, floor, settings), 0
     missed: list[str] = []
     while not search.stuck:
         # The rates whose holds missed are named, so that a figure under the short steps'
@@ -597,7 +602,7 @@ def _confirm(run: _Runner) -> str:
             return f"{before}no time left in the budget to hold {rate:.0f}/s"
         outcome = run.hold(rate)
         if outcome.passed:
-            held_rate = f"{rate:.0f}/s " if missed else ""
+            held_rate = f"{rate:.0f}/s " if rate != best.rate_rps else ""
             return f"{before}{held_rate}confirmed by a {outcome.duration_s:.3g}s hold"
         missed.append(f"{rate:.0f}/s")
         # Lower by twice the resolution (the short steps overestimate by more than it:
@@ -618,6 +623,14 @@ def _confirm(run: _Runner) -> str:
             return (f"holds above {floor:,.0f}/s missed ({', '.join(missed)}); that rate "
                     "stays held")
     return "not confirmed"
+
+
+def first_hold_rate(best_step_rps: float, floor_rps: float, settings: SearchSettings) -> float:
+    """The first rate held above `floor_rps` (one already held): the best short step's rate
+    less the spec's discount (short steps overestimate what holds for the span), or that
+    rate itself where the discount would fall to the floor."""
+    discounted = best_step_rps * settings.first_hold
+    return discounted if discounted > floor_rps else best_step_rps
 
 
 def find_capacity(step: Step, settle: Settle, knee_rps: float, settings: SearchSettings,

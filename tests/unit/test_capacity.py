@@ -164,6 +164,25 @@ def test_a_missed_hold_drops_the_rate_by_twice_the_resolution() -> None:
             in search.stop_reason)
 
 
+def test_the_first_hold_is_the_best_short_step_less_the_spec_discount() -> None:
+    # The 1 s steps bracket ~1000/s; held, the server keeps up with 850/s. At the default
+    # 80% the first hold (about 800/s) passes: one hold instead of three.
+    clock, calls = FakeClock(), recorded()
+    search = find_capacity(queue(1000.0, clock, calls, hold_capacity_rps=850.0),
+                           settler(clock), 1600.0, replace(settings(), first_hold=0.8), clock)
+    holds = [step for step in search.steps if step.hold]
+    best_step = max(s.rate_rps for s in search.steps if s.passed and not s.hold)
+    assert len(holds) == 1 and holds[0].passed
+    assert holds[0].rate_rps == pytest.approx(0.8 * best_step)
+    assert search.bound == "exact" and search.confirmed is holds[0]
+    assert f"{holds[0].rate_rps:.0f}/s confirmed by a 3s hold" in search.stop_reason
+    # A discount that would fall to a rate already held holds the best step itself.
+    assert capacity.first_hold_rate(1000.0, 850.0, replace(settings(), first_hold=0.8)) \
+        == 1000.0
+    assert capacity.first_hold_rate(1000.0, 700.0, replace(settings(), first_hold=0.8)) \
+        == pytest.approx(800.0)
+
+
 def test_a_missed_hold_falls_back_to_a_lower_rate_a_step_passed() -> None:
     clock, calls = FakeClock(), recorded()
     search = find_capacity(queue(1000.0, clock, calls, hold_capacity_rps=850.0),
