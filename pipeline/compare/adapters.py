@@ -18,6 +18,7 @@ from pipeline.runner import new_run_id, run_pipeline
 from pipeline.servers import server_kind
 from pipeline.servers.base import BuiltArtifact, ModelServer
 from pipeline.servers.ports import loopback_ports
+from pipeline.servers.stop_alongside import stop_alongside
 from pipeline.spec.models import LoadedSpec
 from pipeline.stage_result import StageResult
 from pipeline.tune.search import run_tune, settings_for
@@ -55,8 +56,9 @@ def serve(loaded: LoadedSpec, folder: Path, env: Mapping[str, str],
     artifact = kind.build(loaded, source.file, folder)
     server = kind.launch(loaded, artifact, loopback_ports(kind.port_names), folder, env)
     # As the start and readiness stages do: start, then the one readiness loop (timed:
-    # the cold start), with the server's own __exit__ stopping it when `resources` close.
-    resources.push(server)
+    # the cold start). When `resources` close, its graceful stop runs alongside the other
+    # kind's (each is mostly waiting), not after it.
+    stop_alongside(resources, server)
     server.start()
     cold_start_s = server.wait_ready(loaded.spec.stages.readiness.timeout.seconds)
     return Served(server, artifact, source, cold_start_s)
