@@ -12,7 +12,13 @@ from pipeline.outcomes.publish import UploadOutcome
 from pipeline.provenance import git_state
 from pipeline.record import RunRecord, ServerInfo
 from pipeline.release.identity import acting_identity
-from pipeline.release.manifest import BlobSource, Manifest, publish_release, utc_now
+from pipeline.release.manifest import (
+    BlobSource,
+    Manifest,
+    new_release_id,
+    publish_release,
+    utc_now,
+)
 from pipeline.release.pointer_event import PointerAction
 from pipeline.release.policy import Decision, commit, missing_layout
 from pipeline.release.regression import (
@@ -151,7 +157,11 @@ def run(ctx: RunContext) -> StageResult:
         BlobSource("verification", None, verification, sha256_bytes(verification)),
     ]
     identity = acting_identity(ctx.env, store)
-    draft = manifest_draft(ctx, _push_image(ctx), identity)
+    moment = utc_now()
+    # The id is chosen before the attestation, which binds it: a manifest copied under
+    # another id does not verify.
+    draft = replace(manifest_draft(ctx, _push_image(ctx), identity),
+                    release_id=new_release_id(moment, spec.name + ctx.run_id))
     with ExitStack() as scratch:
         layout = None
         if spec.publish.serving_layout:
@@ -174,7 +184,7 @@ def run(ctx: RunContext) -> StageResult:
             return layout.write(store, spec.name, release_id, manifest)
 
         uploaded(0, 1)
-        outcome = publish_release(store, spec.name, files, draft, utc_now(),
+        outcome = publish_release(store, spec.name, files, draft, moment,
                                   progress=uploaded, before_manifest=lay_out)
     ctx.release_id = outcome.release_id
     details: dict[str, Any] = {"store": store.url, "release_id": outcome.release_id,

@@ -38,9 +38,10 @@ def _spec_and_store(file: Path, target: str,
 
 
 def _release(file: Path, target: str, store_url: str | None) -> tuple[Store, Manifest]:
-    from pipeline.release.resolve import resolve_release
+    """The release `target` names, its chain checked (pipeline.release.deployable)."""
+    from pipeline.release.deployable import deployable_release
     loaded, store = _spec_and_store(file, target, store_url)
-    return store, resolve_release(store, loaded.spec.name, target)
+    return store, deployable_release(store, loaded, target)
 
 
 def materialize_command(target: Target,

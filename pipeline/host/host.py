@@ -23,10 +23,10 @@ from pipeline.host.proxy import STATUS_PATH, ReverseProxy, Upstream
 from pipeline.host.watch import Keep, PointerRead, PointerWatch
 from pipeline.preflight import Scope, require_ready
 from pipeline.regression.live_serving import IntegrityFailed, LiveUnservable, live_spec
-from pipeline.release.manifest import iso, read_manifest, utc_now
+from pipeline.release.deployable import deployable_in, deployable_release
+from pipeline.release.manifest import iso, utc_now
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.pointers import read_pointer
-from pipeline.release.resolve import resolve_release
 from pipeline.release.store.base import Store
 from pipeline.servers import server_kind
 from pipeline.servers.ports import port_holder
@@ -146,7 +146,7 @@ class Host:
 
     async def _serve(self) -> None:
         settings = self.settings
-        manifest = await asyncio.to_thread(resolve_release, settings.store, self.name,
+        manifest = await asyncio.to_thread(deployable_release, settings.store, settings.here,
                                            settings.environment)
         await asyncio.to_thread(self._preflight, manifest)
         try:
@@ -243,8 +243,8 @@ class Host:
         settings.say(f"environment {settings.environment} is on {release_id} now: starting it "
                      f"beside {old.release_id}")
         try:
-            manifest = await asyncio.to_thread(read_manifest, settings.store, self.name,
-                                               release_id)
+            manifest = await asyncio.to_thread(deployable_in, settings.store, settings.here,
+                                               settings.environment, release_id)
             candidate = await self._start(manifest)
         except (LiveUnservable, PipelineError) as exc:
             settings.say(watch.refuse(release_id, first_line(exc)))

@@ -150,7 +150,7 @@ def approval_rules(loaded: LoadedSpec, environment: str,
     policy = loaded.policy.approval
     return ApprovalRules(environment, [*trusted_keys(policy.keys, loaded, where), *extra],
                          tuple(policy.approvers), policy.verified_identity,
-                         policy.distinct_from_creator, where)
+                         policy.distinct_from_creator, where, tuple(policy.oidc_issuers))
 
 
 def verify_chain(store: Store, loaded: LoadedSpec, environment: str,

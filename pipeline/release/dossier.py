@@ -15,7 +15,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.errors import PipelineError
-from pipeline.release.chain import approval_environment, check_attestation
+from pipeline.release.chain import (
+    AttestationCheck,
+    approval_environment,
+    check_attestation,
+)
+from pipeline.release.identity import verifying_issuer
 from pipeline.release.manifest import Manifest, manifest_digest, read_manifest
 from pipeline.release.pointers import Pointer, read_pointer
 from pipeline.release.signing.approvals import (
@@ -26,6 +31,7 @@ from pipeline.release.signing.approvals import (
 )
 from pipeline.release.signing.keys import TrustedKey
 from pipeline.release.store.base import Store, read_verified
+from pipeline.spec.models import GITHUB_OIDC_ISSUER
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,10 @@ class ReleaseSide:
     image: str | None
     config_text: str | None       # None: the config blob could not be read (see problem)
     problem: str | None = None
+    artifact_sha256: str | None = None
+    # What binds these bytes and figures to the run that measured them (attestation_text).
+    attestation: str = ""
+    attested: bool = False        # signed, and the manifest matches what was signed
 
 
 @dataclass(frozen=True)
@@ -145,8 +155,23 @@ def _side(store: Store, release_id: str, manifest: Manifest) -> ReleaseSide:
     else:
         problem = "the manifest names no config blob"
     shown_image = image.get("reference") or image.get("digest") or image.get("id")
+    check = check_attestation(store, manifest, [], "")
     return ReleaseSide(release_id, manifest.model_sha256, manifest.config_file, digest,
-                       str(shown_image) if shown_image else None, text, problem)
+                       str(shown_image) if shown_image else None, text, problem,
+                       manifest.artifact_sha256, attestation_text(check),
+                       check.signed and not check.problems)
+
+
+def attestation_text(check: AttestationCheck) -> str:
+    """For the one who approves: whether anything but the store vouches for these bytes."""
+    if check.problems:
+        return "DOES NOT MATCH its attestation: " + "; ".join(check.problems)
+    if not check.present or not check.signed:
+        return ("UNSIGNED: whoever can write to the store could have rewritten these digests "
+                "and figures; only a signed attestation binds them to the run")
+    keyids = (check.to_json().get("creator_identities") or [])
+    return ("signed (" + ", ".join(k for k in keyids if k.startswith("key:")) +
+            "); promotion checks the signature against the environment's attestation.keys")
 
 
 def _approvals(store: Store, name: str, release_id: str, manifest: Manifest,
@@ -173,5 +198,7 @@ def _identity(actor: Any) -> str:
     if not isinstance(actor, Mapping):
         return "unknown"
     if actor.get("verified") and actor.get("verified_identities"):
-        return ", ".join(str(v) for v in actor["verified_identities"]) + " (verified)"
+        issuer = verifying_issuer(actor)
+        by = "" if issuer == GITHUB_OIDC_ISSUER else f" by {issuer or 'unknown'}"
+        return ", ".join(str(v) for v in actor["verified_identities"]) + f" (verified{by})"
     return f"{actor.get('user') or 'unknown'} (claimed, not verified)"

@@ -86,3 +86,9 @@ def names_of(claimed: str | None, identity: Mapping[str, Any] | None) -> set[str
     if user:
         names |= {user, user.split("@", 1)[0]}
     return {name.strip().lower() for name in names if name.strip()}
+
+
+def verifying_issuer(identity: Mapping[str, Any]) -> str:
+    """The OIDC issuer that verified a recorded identity ("" when none did)."""
+    oidc = identity.get("oidc")
+    return str(oidc.get("issuer") or "").rstrip("/") if isinstance(oidc, Mapping) else ""

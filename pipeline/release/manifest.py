@@ -88,7 +88,7 @@ def publish_release(store: Store, name: str, files: list[BlobSource], draft: Man
         done += size
         if progress is not None:
             progress(done, total)
-    release_id = new_release_id(moment, name + (draft.run_id or ""))
+    release_id = draft.release_id or new_release_id(moment, name + (draft.run_id or ""))
     if before_manifest is not None:
         draft = before_manifest(release_id, draft)
     manifest = draft.published(name, release_id, iso(moment), tuple(refs))
@@ -113,7 +113,13 @@ def read_manifest(store: Store, name: str, release_id: str) -> Manifest:
         raise StoreError(f"release {release_id}: manifest is not valid JSON") from None
     if not isinstance(body, dict):
         raise StoreError(f"release {release_id}: manifest is not a JSON object")
-    return Manifest.from_json(body, f"release {release_id}: manifest")
+    manifest = Manifest.from_json(body, f"release {release_id}: manifest")
+    if manifest.release_id != release_id:
+        # A manifest copied or renamed under releases/ would bring another release's
+        # evidence (and withdrawals) under a fresh id.
+        raise StoreError(f"release {release_id}: its manifest names release "
+                         f"{manifest.release_id!r} (copied or renamed under releases/)")
+    return manifest
 
 
 def list_releases(store: Store, name: str) -> list[str]:

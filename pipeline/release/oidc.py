@@ -20,8 +20,9 @@ from typing import Any
 import jwt
 
 from pipeline.errors import PolicyError
+from pipeline.spec.models import GITHUB_OIDC_ISSUER
 
-GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
+GITHUB_ISSUER = GITHUB_OIDC_ISSUER
 DEFAULT_AUDIENCE = "serve-pipeline"
 TOKEN_ENV = "SERVE_PIPELINE_OIDC_TOKEN"
 ISSUER_ENV = "SERVE_PIPELINE_OIDC_ISSUER"

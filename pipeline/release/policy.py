@@ -28,9 +28,20 @@ from typing import Any
 from pipeline.errors import PolicyError, StoreError, UsageError
 from pipeline.release.chain import check_new_release, refuse_typed_approval, verify_chain
 from pipeline.release.configured import overlay_file
-from pipeline.release.manifest import Manifest, read_manifest, verify_release
+from pipeline.release.manifest import (
+    Manifest,
+    manifest_digest,
+    read_manifest,
+    verify_release,
+)
 from pipeline.release.pointer_event import PointerAction
-from pipeline.release.pointers import Moved, move_pointer, read_pointer, rollback_target
+from pipeline.release.pointers import (
+    Moved,
+    check_manifest_unchanged,
+    move_pointer,
+    read_pointer,
+    rollback_target,
+)
 from pipeline.release.serving_layout import layout_prefix
 from pipeline.release.standing import standing
 from pipeline.release.store.base import Store
@@ -116,6 +127,16 @@ def check_requires(store: Store, loaded: LoadedSpec, environment: str, release_i
     return "passed " + ", ".join(loaded.policy.requires) if loaded.policy.requires else ""
 
 
+def check_passed_as_is(store: Store, loaded: LoadedSpec, release_id: str) -> None:
+    """The release passed each environment in `requires` as the manifest it is now: one
+    rewritten since (gate results, figures, digests) did not pass anything, even where the
+    rewrite kept its unsigned attestation in step and someone approved it afterwards."""
+    digest = manifest_digest(store, loaded.spec.name, release_id)
+    for required in loaded.policy.requires:
+        pointer, _ = read_pointer(store, loaded.spec.name, required)
+        check_manifest_unchanged(pointer, release_id, digest)
+
+
 def check_gates(loaded: LoadedSpec, environment: str, release_id: str,
                 manifest: Manifest) -> tuple[str, tuple[str, ...]]:
     if loaded.policy.reverify:
@@ -153,6 +174,7 @@ def decide_promotion(store: Store, loaded: LoadedSpec, environment: str,
     gates, notes = check_gates(loaded, environment, target, manifest)
     checks.append(gates)
     granted = check_approval(store, loaded, environment, target, approved_by)
+    check_passed_as_is(store, loaded, target)
     if granted:
         checks.append("approved by " + ", ".join(granted))
     return Decision(PointerAction.PROMOTE, environment, target, manifest, granted,

@@ -22,11 +22,15 @@ def release_terminal(dossier: ReleaseDossier | str) -> RenderableType:
     release = dossier.release
     for label, mine, theirs in (
             ("model sha256", release.model_sha256, live.model_sha256 if live else None),
+            ("artifact sha256", release.artifact_sha256,
+             live.artifact_sha256 if live else None),
             ("config sha256", release.config_sha256, live.config_sha256 if live else None),
             ("image", release.image, live.image if live else None)):
         table.add_row(label, mine or "-", theirs or "-")
     git = dossier.git or {}
     parts: list[RenderableType] = [table, Text(
+        f"attestation: {release.attestation}",
+        style="" if release.attested else "bold red"), Text(
         f"git commit {git.get('commit') or 'not recorded'}"
         + (" (dirty)" if git.get("dirty") else " (clean)" if git.get("commit") else ""))]
     for approval in dossier.approvals:

@@ -467,6 +467,10 @@ class AttestationPolicy(StrictModel):
         "Public keys trusted to sign release attestations."))
 
 
+# Whose tokens identify a GitHub Actions job (pipeline.release.oidc).
+GITHUB_OIDC_ISSUER = "https://token.actions.githubusercontent.com"
+
+
 class ApprovalPolicy(StrictModel):
     required: bool = Field(default=False, description=(
         "A signed approval (`serve-pipeline approve RELEASE --env ENV --key KEY`) over the "
@@ -482,6 +486,11 @@ class ApprovalPolicy(StrictModel):
     verified_identity: bool = Field(default=False, description=(
         "An approval counts only when its approver's identity was verified when it was "
         "signed (the GitHub Actions OIDC token); GITHUB_* variables alone are a claim."))
+    oidc_issuers: list[str] = Field(default_factory=lambda: [GITHUB_OIDC_ISSUER], description=(
+        "The OIDC issuers whose verified identities count here (for verified_identity and "
+        "distinct_from_creator); an identity another issuer verified (one named by "
+        "SERVE_PIPELINE_OIDC_ISSUER when the approval was signed) is a claim. Default: "
+        "GitHub Actions'; add a GitHub Enterprise Server's issuer here."))
 
     @model_validator(mode="after")
     def _approvers_have_keys(self) -> ApprovalPolicy:

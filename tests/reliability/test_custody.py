@@ -58,10 +58,12 @@ def issuer() -> Iterator[Issuer]:
         yield running
 
 
-def _prepare(project: Path, store_url: str | None) -> dict[str, Path]:
+def _prepare(project: Path, store_url: str | None, issuer: Issuer) -> dict[str, Path]:
     keys = write_keys(project / "keys")
-    (project / "environments" / "production.yaml").write_text(overlay())
-    (project / "environments" / "audited.yaml").write_text(overlay(verified_identity=True))
+    (project / "environments" / "production.yaml").write_text(
+        overlay(oidc_issuers=[issuer.url]))
+    (project / "environments" / "audited.yaml").write_text(
+        overlay(verified_identity=True, oidc_issuers=[issuer.url]))
     if store_url is not None:
         spec = project / "serve.yaml"
         spec.write_text(spec.read_text().replace("store: file://.serve-pipeline/store",
@@ -74,7 +76,7 @@ def world(request: pytest.FixtureRequest, project: Path, issuer: Issuer
           ) -> Iterator[CustodyWorld]:
     env = base_env()
     if request.param == "local":
-        keys = _prepare(project, None)
+        keys = _prepare(project, None, issuer)
         store = open_store("file://.serve-pipeline/store", project)
         root = project / ".serve-pipeline" / "store"
 
@@ -85,7 +87,7 @@ def world(request: pytest.FixtureRequest, project: Path, issuer: Issuer
         return
     s3: S3Server = request.getfixturevalue("s3_env")
     bucket = s3.new_bucket()
-    keys = _prepare(project, f"s3://{bucket}/ml")
+    keys = _prepare(project, f"s3://{bucket}/ml", issuer)
     store = open_store(f"s3://{bucket}/ml", project, s3.endpoint)
     client = s3.client()
 

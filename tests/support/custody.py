@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pipeline.digest import canonical_json, sha256_bytes
-from pipeline.release.manifest import BlobSource, manifest_key, publish_release, utc_now
+from pipeline.release.manifest import (
+    BlobSource,
+    manifest_key,
+    new_release_id,
+    publish_release,
+    utc_now,
+)
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer, read_pointer
@@ -68,11 +74,11 @@ def key_entry(name: str, owner: str | None = None) -> dict[str, str]:
             **({"owner": f"github:{owner}"} if owner else {})}
 
 
-def overlay(verified_identity: bool = False) -> str:
+def overlay(verified_identity: bool = False, oidc_issuers: Sequence[str] = ()) -> str:
     """The shipped production overlay (staging first, its stricter gates, no inconclusive
     result), with a signed attestation by ci (or alice) and a signed approval by someone
     other than the creator (optionally by an OIDC-verified identity), trusting the test's
-    keys. JSON, which is YAML."""
+    keys, and the OIDC issuers `oidc_issuers` (default: GitHub's). JSON, which is YAML."""
     shipped = yaml.safe_load(SHIPPED_PRODUCTION.read_text())
     shipped["attestation"] = {"required": True,
                               "keys": [key_entry("ci"), key_entry("alice", "alice")]}
@@ -81,6 +87,8 @@ def overlay(verified_identity: bool = False) -> str:
                            "keys": [key_entry("rita"), key_entry("alice", "alice"),
                                     key_entry("bob")],
                            "approvers": ["rita", "alice", "bob"]}
+    if oidc_issuers:
+        shipped["approval"]["oidc_issuers"] = list(oidc_issuers)
     return json.dumps(shipped, indent=2) + "\n"
 
 
@@ -133,9 +141,11 @@ class CustodyWorld:
             "config": {"file": "config.pbtxt", "sha256": sha256_bytes(config)},
             "image": None, **body_gates}
         key = FileSigner.from_file(self.keys[signer]) if signer else None
-        attestation, draft = attestation_blob(name, files, Manifest.from_json(body), key)
+        moment = utc_now()
+        draft = replace(Manifest.from_json(body), release_id=new_release_id(moment, name))
+        attestation, draft = attestation_blob(name, files, draft, key)
         files.append(attestation)
-        release = publish_release(self.store, name, files, draft, utc_now()).release_id
+        release = publish_release(self.store, name, files, draft, moment).release_id
         self.published.append(release)
         return release
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from pipeline.digest import sha256_bytes
 from pipeline.release.manifest import manifest_key
 from pipeline.release.signing.dsse import Envelope, Signature, pae
 from pipeline.release.signing.keys import FileSigner
@@ -18,6 +19,7 @@ from tests.support.custody import (
     contains,
     verified_creator,
 )
+from tests.support.oidc_issuer import local_issuer
 
 
 def _json(world: CustodyWorld, key: str) -> dict[str, object]:
@@ -157,6 +159,66 @@ def creator_verified_identity(world: CustodyWorld) -> CliResult:
     return world.approve(release, key="alice", by="release-manager")
 
 
+def rogue_issuer(world: CustodyWorld) -> CliResult:
+    """rita's identity "verified" by an OIDC issuer the approver chose (one of her own),
+    not one `audited` trusts."""
+    release = world.staged(b"model-rogue-issuer")
+    with local_issuer() as rogue:
+        approved = world.approve(release, environment="audited",
+                                 env=rogue.env(rogue.mint(actor="rita")))
+    assert approved.returncode == 0, approved.stderr
+    return world.promote("audited", release)
+
+
+def copied_under_new_id(world: CustodyWorld, edit_id: bool) -> CliResult:
+    """A staged release's manifest copied under a fresh release id (and, `edit_id`, with
+    its release_id field rewritten to match): a release nobody published."""
+    release = world.staged(b"model-copied-" + str(edit_id).encode())
+    fresh = "20300101T000000Z-c0ffee00"
+    data = (world.store.read(manifest_key(NAME, release)) or b"").decode()
+    world.overwrite(manifest_key(NAME, fresh),
+                    (data.replace(release, fresh) if edit_id else data).encode())
+    return world.cli("promote", "staging", "--release", fresh)
+
+
+def figures_rewritten(world: CustodyWorld, staging_record_too: bool) -> CliResult:
+    """After staging and approval, the manifest's measured p99 is rewritten (the figure a
+    stricter production gate reads back), and the approval given again on the rewritten
+    manifest; `staging_record_too`: the staging event's manifest digest rewritten as well."""
+    release = world.staged(b"model-figures-" + str(staging_record_too).encode())
+    manifest = _json(world, manifest_key(NAME, release))
+    manifest["stages"]["latency"]["metrics"]["p99_ms"] = 1.0  # type: ignore[index]
+    rewritten = json.dumps(manifest, indent=2).encode()
+    world.overwrite(manifest_key(NAME, release), rewritten)
+    if staging_record_too:
+        key = f"environments/{NAME}/staging.json"
+        pointer = _json(world, key)
+        for event in pointer["events"]:  # type: ignore[attr-defined]
+            if event["release_id"] == release:
+                event["manifest_sha256"] = sha256_bytes(rewritten)
+        world.overwrite(key, json.dumps(pointer, indent=2).encode())
+    assert world.approve(release).returncode == 0
+    return world.promote("production", release)
+
+
+def materialize_swapped(world: CustodyWorld, target_environment: bool) -> CliResult:
+    """The staged release's manifest rewritten to name another release's model blob, then
+    materialized by release id (or by environment, `target_environment`)."""
+    other = world.publish(b"model-unmeasured-" + str(target_environment).encode())
+    release = world.staged(b"model-to-deploy-" + str(target_environment).encode())
+    manifest = _json(world, manifest_key(NAME, release))
+    donor = next(b for b in _json(world, manifest_key(NAME, other))["blobs"]  # type: ignore
+                 if b["role"] == "model")
+    for blob in manifest["blobs"]:  # type: ignore[attr-defined]
+        if blob["role"] == "model":
+            blob.update(donor)
+    manifest["model"] = {"sha256": donor["digest"]}
+    world.overwrite(manifest_key(NAME, release), json.dumps(manifest, indent=2).encode())
+    where = world.project / f"deployed-{target_environment}"
+    return world.cli("materialize", "staging" if target_environment else release,
+                     "--to", str(where))
+
+
 SIGNED_ATTACKS = [
     Attack("forged attestation signature", forged_attestation,
            contains("attestation signature does not verify (forged or altered)")),
@@ -186,4 +248,22 @@ SIGNED_ATTACKS = [
            contains("is by the release's creator (same verified identity: ")),
     Attack("creator approves with a key she owns", creator_verified_identity,
            contains("was created by the same verified identity (github:alice")),
+    Attack("identity verified by an issuer the approver chose", rogue_issuer,
+           contains("an issuer environments/audited.yaml approval.oidc_issuers does not "
+                    "trust")),
+    Attack("manifest copied under a fresh id", lambda w: copied_under_new_id(w, False),
+           contains("its manifest names release")),
+    Attack("manifest copied under a fresh id, its id rewritten",
+           lambda w: copied_under_new_id(w, True),
+           contains("the manifest's release_id '20300101T000000Z-c0ffee00' is not the "
+                    "attested")),
+    Attack("measured figures and staging's record rewritten, approved again",
+           lambda w: figures_rewritten(w, True),
+           contains("the manifest's stage results (metrics) differ from the attested")),
+    Attack("materialize a release whose model was swapped",
+           lambda w: materialize_swapped(w, False),
+           contains("is not deployed: manifest does not match its attestation: "
+                    "fraud-mlp/model")),
+    Attack("materialize staging after its manifest was rewritten",
+           lambda w: materialize_swapped(w, True), contains("changed since it was promoted")),
 ]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pipeline.digest import sha256_bytes
-from pipeline.errors import PolicyError, UsageError
+from pipeline.errors import PolicyError, StoreError, UsageError
 from pipeline.release.manifest import BlobSource, publish_release, utc_now
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.pointer_event import PointerAction, PointerEvent
@@ -124,6 +124,23 @@ def test_requires_staging_means_passed_and_not_withdrawn(project: Path,
         decide_promotion(store, production, "production", second)
     decision = decide_promotion(store, production, "production", first)
     assert decision.checks[2] == "passed staging" and decision.approvers == ["rita"]
+
+
+def test_a_manifest_rewritten_after_staging_passed_nothing(project: Path,
+                                                           store: LocalStore) -> None:
+    """An unsigned release's measured figures rewritten after staging and approved as
+    rewritten: the staging event recorded another manifest, so nothing was passed."""
+    production = load_spec(project / "serve.yaml", "production")
+    release = publish(store, b"rewritten")
+    move_pointer(store, NAME, "staging", release, PointerAction.PROMOTE, "ci")
+    path = store.root / "releases" / NAME / f"{release}.json"
+    text = path.read_text()
+    assert "\"p99_ms\": 6.0" in text
+    path.write_text(text.replace("\"p99_ms\": 6.0", "\"p99_ms\": 1.0"))
+    sign_approval(store, project, release)
+    with pytest.raises(StoreError, match=f"the manifest of release {release} changed since "
+                                         "it was promoted at"):
+        decide_promotion(store, production, "production", release)
 
 
 def test_rollback_goes_only_to_a_release_live_there_and_not_withdrawn(

@@ -76,6 +76,8 @@ def test_an_approval_on_a_verified_identity_names_it(project: Path) -> None:
                    read_pointer(store, NAME, "production")[0],
                    FileSigner.from_file(project / "keys" / "rita.pem"), "rita",
                    {"user": "rita@github-actions", "via": "github-actions", "verified": True,
+                    "oidc": {"issuer": "https://token.actions.githubusercontent.com",
+                             "actor": "rita"},
                     "verified_identities": ["github:rita"]})
     keys = approver_keys_by_environment(load_spec(project / "serve.yaml"))
     [approval] = release_dossier(store, NAME, release, None, keys).approvals

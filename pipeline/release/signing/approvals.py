@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.digest import canonical_json, sha256_bytes
+from pipeline.release.identity import verifying_issuer
 from pipeline.release.manifest import iso, manifest_key, utc_now
 from pipeline.release.pointers import Pointer
 from pipeline.release.signing.approval_record import (
@@ -35,6 +36,7 @@ from pipeline.release.signing.dsse import (
 )
 from pipeline.release.signing.keys import TrustedKey
 from pipeline.release.store.base import Store
+from pipeline.spec.models import GITHUB_OIDC_ISSUER
 
 APPROVAL_PREDICATE = "https://serve-pipeline.dev/attestation/approval/v1"
 
@@ -100,6 +102,13 @@ class ApprovalRules:
     verified_identity: bool = False
     distinct_from_creator: bool = False
     where: str = ""
+    oidc_issuers: tuple[str, ...] = (GITHUB_OIDC_ISSUER,)
+
+    def verified(self, identity: Mapping[str, Any]) -> bool:
+        """Whether `identity` (an approver's, as recorded) was verified by an issuer these
+        rules trust: the issuer is chosen by whoever signs, so any other is a claim."""
+        trusted = {item.rstrip("/") for item in self.oidc_issuers}
+        return bool(identity.get("verified")) and verifying_issuer(identity) in trusted
 
 
 def read_approval(data: bytes | None) -> Approval | str:
@@ -161,9 +170,10 @@ def binding_problem(signed: SignedApproval, name: str, release_id: str,
     return None
 
 
-def approver_identities(predicate: ApprovalPredicate, key: TrustedKey) -> frozenset[str]:
+def approver_identities(predicate: ApprovalPredicate, key: TrustedKey,
+                        rules: ApprovalRules) -> frozenset[str]:
     identity = predicate.approver_identity
-    verified = identity.get("verified_identities") if identity.get("verified") else []
+    verified = identity.get("verified_identities") if rules.verified(identity) else []
     names = {f"key:{key.keyid}", *(str(v) for v in verified or [])}
     if key.owner:
         names.add(key.owner)
@@ -178,7 +188,7 @@ def judge(key: str, data: bytes | None, rules: ApprovalRules, release: tuple[str
     if isinstance(signed, str):
         return ApprovalCheck(key, signed)
     predicate, signer = signed.predicate, signed.signer
-    identities = approver_identities(predicate, signer)
+    identities = approver_identities(predicate, signer, rules)
     reason = binding_problem(signed, *release, rules.environment)
     if reason is None and head is not None and predicate.environment_head != head.to_json():
         seen = predicate.environment_head or {}
@@ -187,9 +197,12 @@ def judge(key: str, data: bytes | None, rules: ApprovalRules, release: tuple[str
     if reason is None and rules.approvers and signer.name not in rules.approvers:
         reason = f"key {signer.name} is not among {rules.where} approval.approvers"
     identity = predicate.approver_identity
-    if reason is None and rules.verified_identity and not identity.get("verified"):
+    if reason is None and rules.verified_identity and not rules.verified(identity):
         claimed = identity.get("claimed") or {}
-        reason = (f"its approver's identity was not verified (claimed: "
+        reason = (f"its approver's identity was verified by {verifying_issuer(identity)!r}, an "
+                  f"issuer {rules.where} approval.oidc_issuers does not trust"
+                  if identity.get("verified") else
+                  f"its approver's identity was not verified (claimed: "
                   f"{', '.join(f'{k}={v}' for k, v in claimed.items()) or 'nothing'}); "
                   f"{rules.where} approval.verified_identity needs an OIDC-verified one")
     if reason is None and rules.distinct_from_creator and identities & creators:

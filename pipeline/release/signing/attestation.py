@@ -45,11 +45,22 @@ def release_subjects(name: str, blobs: Sequence[tuple[str, str]], spec_digest: s
 def release_predicate(draft: Manifest, name: str) -> dict[str, Any]:
     """Gate results and run facts, from the manifest publish is about to write."""
     creator, server = draft.created_by_actor, draft.server
-    return {"name": name, "run_id": draft.run_id, "verified_in": draft.verified_in,
-            "spec_digest": draft.spec_digest, "created_by": draft.created_by,
-            "creator": None if creator is None else dict(creator),
-            "server": None if server is None else dict(server),
-            "gates": [dict(gate) for gate in draft.gates], "stages": draft.stage_statuses()}
+    predicate = {"name": name, "run_id": draft.run_id, "verified_in": draft.verified_in,
+                 "spec_digest": draft.spec_digest, "created_by": draft.created_by,
+                 "creator": None if creator is None else dict(creator),
+                 "server": None if server is None else dict(server),
+                 "gates": [dict(gate) for gate in draft.gates],
+                 "stages": draft.stage_statuses(),
+                 # Every measured figure a target environment's gates may read back.
+                 "stages_sha256": stages_digest(draft)}
+    if draft.release_id:
+        predicate["release_id"] = draft.release_id
+    return predicate
+
+
+def stages_digest(manifest: Manifest) -> str:
+    """The digest of the manifest's stage results (statuses and metrics), as attested."""
+    return sha256_bytes(canonical_json(dict(manifest.stages)))
 
 
 def statement(subjects: list[dict[str, Any]], predicate: dict[str, Any],
@@ -122,9 +133,19 @@ def mismatches(manifest: Manifest, body: Mapping[str, Any]) -> list[str]:
     digests = set(attested.values())
     problems += [f"manifest {field}.sha256 {str(digest)[:12]} is not an attested subject"
                  for field, digest in named.items() if digest and digest not in digests]
+    predicate = body["predicate"]
     if canonical_json(manifest.to_json().get("gates", [])) != canonical_json(
-            body["predicate"].get("gates", [])):
+            predicate.get("gates", [])):
         problems.append("the manifest's gates differ from the attested gate results")
+    # Attestations older than these facts lack them; a present one must match.
+    for fact, value in (("name", manifest.name), ("release_id", manifest.release_id)):
+        attested_value = predicate.get(fact)
+        if attested_value is not None and attested_value != value:
+            problems.append(f"the manifest's {fact} {value!r} is not the attested "
+                            f"{attested_value!r}")
+    stages = predicate.get("stages_sha256")
+    if stages is not None and stages != stages_digest(manifest):
+        problems.append("the manifest's stage results (metrics) differ from the attested ones")
     return problems
 
 

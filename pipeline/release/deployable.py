@@ -1,0 +1,65 @@
+"""The chain a release must hold before its bytes leave the store to be served.
+
+`materialize`, `export` and `serve` hand a release to a server, a cluster or this host.
+Checking its blobs against its manifest is not enough: whoever can write to the store can
+rewrite the manifest too. So, as promotion does (pipeline.release.chain), a release is
+deployed only when its manifest is the one its attestation covers (subjects, gates, stage
+results, name and id), signed by a key the environment trusts when its
+`attestation.keys` names any (and signed at all when `attestation.required`), and, when
+it is taken from an environment, the very manifest whose digest the pointer's move onto
+it recorded.
+"""
+
+from __future__ import annotations
+
+from pipeline.errors import PolicyError, StoreError
+from pipeline.release.chain import check_attestation, policy_problems, trusted_keys
+from pipeline.release.configured import overlay_file
+from pipeline.release.manifest import manifest_digest, read_manifest
+from pipeline.release.manifest_record import Manifest
+from pipeline.release.pointers import Pointer, check_manifest_unchanged, read_pointer
+from pipeline.release.resolve import resolve_release
+from pipeline.release.store.base import Store
+from pipeline.spec.models import LoadedSpec
+
+
+def deployable_release(store: Store, loaded: LoadedSpec, target: str) -> Manifest:
+    """The manifest of release or environment `target` (pipeline.release.resolve), once
+    its chain holds; StoreError (rewritten evidence) or PolicyError (not enough of it)."""
+    manifest = resolve_release(store, loaded.spec.name, target)
+    pointer = None
+    if manifest.release_id != target:
+        pointer, _ = read_pointer(store, loaded.spec.name, target)
+    return check_deployable(store, loaded, manifest, pointer)
+
+
+def deployable_in(store: Store, loaded: LoadedSpec, environment: str,
+                  release_id: str) -> Manifest:
+    """Release `release_id`, which environment `environment`'s pointer is on, checked."""
+    manifest = read_manifest(store, loaded.spec.name, release_id)
+    pointer, _ = read_pointer(store, loaded.spec.name, environment)
+    return check_deployable(store, loaded, manifest, pointer)
+
+
+def check_deployable(store: Store, loaded: LoadedSpec, manifest: Manifest,
+                     pointer: Pointer | None) -> Manifest:
+    release_id = manifest.release_id
+    if manifest.name != loaded.spec.name:
+        raise PolicyError(f"release {release_id} is of {manifest.name!r}, not "
+                          f"{loaded.spec.name!r} ({loaded.path.name}: name)")
+    if pointer is not None:
+        check_manifest_unchanged(pointer, release_id,
+                                 manifest_digest(store, loaded.spec.name, release_id))
+    where = (f"{overlay_file(loaded.environment)} attestation.keys"
+             if loaded.environment else "attestation.keys")
+    keys = trusted_keys(loaded.policy.attestation.keys, loaded, where)
+    attestation = check_attestation(store, manifest, keys, where)
+    if attestation.problems:
+        raise StoreError(f"release {release_id} is not deployed: "
+                         + "; ".join(attestation.problems))
+    refused = policy_problems(attestation, loaded.policy.attestation.required, keys,
+                              release_id, overlay_file(loaded.environment or "")
+                              if loaded.environment else "the spec's")
+    if refused:
+        raise PolicyError(refused[0])
+    return manifest
