@@ -7,6 +7,7 @@ import platform
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,12 +71,28 @@ def _run_stage(stage: Stage, ctx: RunContext) -> StageResult:
         result = stage.run(ctx)
     except PipelineError as exc:
         result = StageResult(stage.NAME, Status.FAILED, str(exc), exit_code=exc.exit_code)
+    except Exception as exc:   # a model or library fault the stage did not name
+        result = StageResult(stage.NAME, Status.FAILED, _unexpected(stage.NAME, exc, ctx))
     except KeyboardInterrupt:
         result = StageResult(stage.NAME, Status.FAILED, "interrupted (Ctrl-C or SIGTERM)")
         result.duration_s = time.monotonic() - started
         raise _Interrupted(result) from None
     result.duration_s = time.monotonic() - started
     return result
+
+
+def _unexpected(stage: str, exc: Exception, ctx: RunContext) -> str:
+    """One line for a fault no stage foresaw (a model's, a library's); the traceback goes
+    to the run folder, for whoever debugs it, and the run ends as a failed stage."""
+    log = ctx.run_dir / "errors.log"
+    try:
+        with log.open("a", encoding="utf-8") as file:
+            file.write(f"stage {stage}:\n{''.join(traceback.format_exception(exc))}\n")
+        where = f" (traceback: {log})"
+    except OSError:
+        where = ""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return f"{stage} failed unexpectedly: {type(exc).__name__}: {text}{where}"
 
 
 class _Interrupted(Exception):

@@ -147,4 +147,4 @@ def main(argv: list[str] | None = None) -> None:
 def _stderr() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, markup=False)

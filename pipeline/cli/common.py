@@ -23,7 +23,8 @@ def out() -> Console:
     not load Rich."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 140)
+    return Console(highlight=False, markup=False, soft_wrap=True,
+                   width=None if sys.stdout.isatty() else 140)
 
 SpecFile = Annotated[Path, typer.Option("--file", "-f", help="The spec (default ./serve.yaml).")]
 Actor = Annotated[str | None, typer.Option("--by", help="The name to record (default: "
@@ -58,6 +59,6 @@ def print_move(environment: str, moved: Moved) -> None:
         out().print(f"release {event.release_id}")
     from rich.console import Console
 
-    warn = Console(stderr=True, highlight=False, soft_wrap=True)
+    warn = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
     for warning in moved.warnings:
         warn.print(f"warning: {warning}")

@@ -57,13 +57,13 @@ def compare(file: SpecFile = DEFAULT_SPEC,
     from pipeline.servers.specs import load_spec
     kinds = parse_kinds(servers)
     loaded = load_spec(file)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, markup=False)
     options = Options(rounds, window, max_concurrency, parse_instances(instances, kinds),
                       exception_probe=not no_exception_probe, tuned=tuned,
                       capacity=not no_capacity)
     record, run_dir = run_compare(loaded, kinds, options,
                                   dict(os.environ),
-                                  lambda line: err.print(f"[dim]· {line}[/dim]"))
+                                  lambda line: err.print(f"· {line}", style="dim"))
     html = render_sidebyside_html(record)
     markdown = render_sidebyside_markdown(record)
     (run_dir / "report.html").write_text(html, encoding="utf-8")
@@ -77,7 +77,7 @@ def compare(file: SpecFile = DEFAULT_SPEC,
     elif output == "markdown":
         sys.stdout.write(markdown)
     else:
-        out = Console(highlight=False, soft_wrap=True,
+        out = Console(highlight=False, markup=False, soft_wrap=True,
                       width=None if sys.stdout.isatty() else 160)
         out.print(render_sidebyside_terminal(record))
         out.print(f"record: {run_dir / 'comparison.json'}  report: {run_dir / 'report.html'}")

@@ -47,9 +47,9 @@ def doctor(file: SpecFile = DEFAULT_SPEC,
         for column in ("check", "status", "detail"):
             table.add_column(column)
         for check in checks:
-            table.add_row(check.name, f"[{_STYLE[check.status]}]{check.status}[/]",
+            table.add_row(check.name, Text(check.status, style=_STYLE[check.status]),
                           Text(check.detail))
-        console = Console(highlight=False, soft_wrap=True,
+        console = Console(highlight=False, markup=False, soft_wrap=True,
                           width=None if sys.stdout.isatty() else 160)
         console.print(table)
         failed = [check for check in checks if check.status == "failed"]

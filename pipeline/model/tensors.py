@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,7 @@ def load_samples(model: ModelSpec, parity: ParityStage, workspace: Path) -> Batc
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise UsageError(f"{parity.data}: cannot read as .npz: {exc}") from None
     batch: Batch = {}
     counts = set()

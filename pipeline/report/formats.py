@@ -46,7 +46,8 @@ def render(record: RunRecord, fmt: Format, baseline: RunRecord | None = None,
         return render_html(record, baseline, release=release)
     if fmt == "markdown":
         return render_markdown(record, baseline, release=release)
-    console = Console(record=True, width=width, file=io.StringIO(), highlight=False)
+    console = Console(record=True, width=width, file=io.StringIO(), highlight=False,
+                      markup=False)
     console.print(render_terminal(record))
     if fmt == "svg":
         return console.export_svg(title=f"serve-pipeline run {record.run_id}")
@@ -61,7 +62,8 @@ def _render_tune(record: RunRecord, fmt: Format, width: int) -> str:
     body = record.to_json()
     if fmt == "html":
         return render_tune_html(body)
-    console = Console(record=True, width=width, file=io.StringIO(), highlight=False)
+    console = Console(record=True, width=width, file=io.StringIO(), highlight=False,
+                      markup=False)
     console.print(render_tune_table(body))
     if fmt == "svg":
         return console.export_svg(title=f"serve-pipeline tune {record.run_id}")

@@ -433,7 +433,7 @@ class PublishSpec(StrictModel):
     def _known_scheme(cls, store: str) -> str:
         if not re.match(r"^(file|s3)://.+", store):
             raise PydanticCustomError("store", "expected file://<dir> or s3://bucket/prefix, "
-                                      "got {store!r}", {"store": store})
+                                      "got {store}", {"store": repr(store)})
         return store
 
 

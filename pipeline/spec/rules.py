@@ -107,6 +107,17 @@ def input_files_exist(spec: Spec, _: PositionedDocument, workspace: Path) -> Ite
     if spec.stages.parity.data is not None and not (workspace / spec.stages.parity.data).is_file():
         yield (("stages", "parity", "data"), f"parity data not found: "
                f"{workspace / spec.stages.parity.data}")
+    elif spec.stages.parity.data is not None:
+        # Read as a request data file (the same .npz layout), so that one that is not an
+        # .npz or does not match model.inputs is refused here, not after a server started.
+        data = spec.stages.parity.data
+        if not data.endswith(".npz"):
+            yield ("stages", "parity", "data"), f"{data}: expected a .npz file"
+            return
+        try:
+            read_request_data(workspace / data, data, spec.model.inputs, 1)
+        except RequestDataError as exc:
+            yield ("stages", "parity", "data"), str(exc)
 
 
 def docker_has_a_base_image(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:

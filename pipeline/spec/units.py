@@ -91,7 +91,7 @@ def _match_quantity(value: Any, pattern: re.Pattern[str], kind: str, expected: s
         raise _bare_number_error(kind, value, example, why)
     match = pattern.match(value) if isinstance(value, str) else None
     if match is None:
-        raise PydanticCustomError(kind, expected + ", got {value!r}", {"value": value})
+        raise PydanticCustomError(kind, expected + ", got {value}", {"value": repr(value)})
     return match
 
 
@@ -106,10 +106,11 @@ def parse_duration(value: Any) -> Duration:
     try:
         ns = Decimal(number) * _NS_PER_UNIT[unit]
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
-        raise PydanticCustomError("duration", "not a number: {value!r}", {"value": value}) from exc
+        raise PydanticCustomError("duration", "not a number: {value}",
+                                  {"value": repr(value)}) from exc
     if ns != ns.to_integral_value():
         raise PydanticCustomError(
-            "duration", "{value!r} is finer than a nanosecond", {"value": value})
+            "duration", "{value} is finer than a nanosecond", {"value": repr(value)})
     return Duration(int(ns), value.strip())
 
 
@@ -153,7 +154,7 @@ def parse_percentage(value: Any) -> Percentage:
                             "0.1 could mean 0.1% or 10%; write the percent sign")
     fraction = float(match.group(1)) / 100.0
     if fraction > 1.0:
-        raise PydanticCustomError("percentage", "{value!r} is over 100%", {"value": value})
+        raise PydanticCustomError("percentage", "{value} is over 100%", {"value": repr(value)})
     return Percentage(fraction, str(value).strip())
 
 
@@ -196,7 +197,7 @@ def parse_size(value: Any) -> ByteSize:
     number, unit = match.groups()
     size = Decimal(number) * _BYTES_PER_UNIT[unit]
     if size != size.to_integral_value():
-        raise PydanticCustomError("size", "{value!r} is finer than a byte", {"value": value})
+        raise PydanticCustomError("size", "{value} is finer than a byte", {"value": repr(value)})
     return ByteSize(int(size), str(value).strip())
 
 
@@ -229,11 +230,11 @@ def parse_speed(value: Any) -> Speed:
         match = _SPEED_RE.match(value) if isinstance(value, str) else None
         if match is None:
             raise PydanticCustomError("speed", "expected a speed such as 1.0x or 2x, got "
-                                      "{value!r}", {"value": value})
+                                      "{value}", {"value": repr(value)})
         factor, text = float(match.group(1)), str(value).strip()
     if not 0.001 <= factor <= 1000:
-        raise PydanticCustomError("speed", "{value!r}: a speed must be in 0.001x..1000x",
-                                  {"value": value})
+        raise PydanticCustomError("speed", "{value}: a speed must be in 0.001x..1000x",
+                                  {"value": repr(value)})
     return Speed(factor, text)
 
 

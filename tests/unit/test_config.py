@@ -224,3 +224,26 @@ def test_inputs_outside_the_project_are_refused(
     path = example_with(project, "examples/mlp/linked.pt", "../../../../etc/passwd")
     [issue] = issues_of(path)
     assert "outside the project" in issue
+
+
+def test_parity_data_that_is_not_the_inputs_is_refused_at_validate(project: Path) -> None:
+    """Read as parity will, before any server starts: a truncated .npz, and one whose array
+    has another dtype than the spec declares."""
+    samples = project / "examples" / "mlp" / "samples.npz"
+    (project / "examples" / "mlp" / "truncated.npz").write_bytes(samples.read_bytes()[:900])
+    path = example_with(project, "data: examples/mlp/samples.npz",
+                        "data: examples/mlp/truncated.npz")
+    [issue] = issues_of(path)
+    assert "stages.parity.data: examples/mlp/truncated.npz: cannot read as .npz" in issue
+    path = example_with(project, "data: examples/mlp/truncated.npz",
+                        "data: examples/mlp/samples.npz")
+    path = example_with(project, "dtype: float32, shape: [16]", "dtype: int64, shape: [16]")
+    [issue] = issues_of(path)
+    assert "stages.parity.data: examples/mlp/samples.npz:features: float32, the spec says " \
+        "int64" in issue
+
+
+def test_a_value_is_shown_in_the_message_not_its_placeholder(project: Path) -> None:
+    path = example_with(project, "p99: 50ms", "p99: -5ms")
+    [issue] = issues_of(path)
+    assert "'-5ms'" in issue and "{value" not in issue

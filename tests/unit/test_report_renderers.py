@@ -286,3 +286,13 @@ def test_sparse_or_odd_records_render_without_errors(sparse: dict[str, Any]) -> 
     for element_id in ("gates", "knee-chart", "batch-chart"):
         assert document.by_id(element_id) is not None
     assert render_markdown(typed(sparse), baseline=typed(sparse)).startswith("## ")
+
+
+def test_brackets_in_a_message_are_text_not_markup() -> None:
+    """A model's exception or a path may hold `[/x]`, and a contract `[n, 4]`: shown as
+    written in the terminal report, never read as Rich markup (which raised, or hid them)."""
+    from pipeline.report.formats import render
+    record = load("triton")
+    record["stages"][0]["message"] = "boom [/x] on model m/x[/y]/model.pt, shape [n, 4]"
+    text = render(typed(record), "terminal")
+    assert "boom [/x] on model m/x[/y]/model.pt, shape [n, 4]" in text

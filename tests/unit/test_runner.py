@@ -117,6 +117,23 @@ def test_an_error_becomes_a_failed_result_with_its_exit_code(ctx: RunContext) ->
     assert RunRecord.from_json(body).stages[0].exit_code == first.exit_code
 
 
+def test_an_unforeseen_exception_is_a_one_line_failure_with_its_traceback_kept(
+        ctx: RunContext) -> None:
+    """A model's or a library's fault no stage named (a MemoryError allocating inputs, a
+    parser's own exception): one line, the rest aborted, the traceback in the run folder."""
+    log: list[str] = []
+    stages = stages_of(log, first=raises(MemoryError("Unable to allocate 114. PiB\nmore")),
+                       second=passes("second"))
+    record = run_pipeline(ctx, git=no_git, stages=stages)
+    first = record.stages[0]
+    assert first.status is Status.FAILED
+    assert first.message.startswith("first failed unexpectedly: MemoryError: Unable to "
+                                    "allocate 114. PiB (traceback: ")
+    assert "\n" not in first.message
+    assert "Traceback" in (ctx.run_dir / "errors.log").read_text()
+    assert record.stages[1].status is Status.ABORTED and log == ["first"]
+
+
 def test_stages_not_selected_are_skipped_with_why(ctx: RunContext) -> None:
     log: list[str] = []
     stages = stages_of(log, build=passes("build"), start=passes("start"),
