@@ -18,7 +18,7 @@ def load_reference(loaded: LoadedSpec, model_file: Path) -> LoadedModel:
     try:
         return LoadedModel(model.format, model_file,
                            [t.name for t in model.outputs], entrypoint=entrypoint,
-                           trusted=model.trusted)
+                           trusted=model.trusted, input_names=[t.name for t in model.inputs])
     except Exception as exc:  # any loader error is the user's model, reported in one line
         raise PipelineError(f"model.source: cannot load {model.source.describe()} as "
                             f"{model.format}: {type(exc).__name__}: {exc}") from None

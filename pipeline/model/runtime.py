@@ -24,13 +24,15 @@ class LoadedModel:
 
     def __init__(self, fmt: str, model_path: Path, output_names: Sequence[str],
                  entrypoint: str | None = None, trusted: bool = False,
-                 device: str = "cpu", threads: int | None = None) -> None:
+                 device: str = "cpu", threads: int | None = None,
+                 input_names: Sequence[str] | None = None) -> None:
         self.format = fmt
         self.output_names = list(output_names)
         self.device = device
         self._run: Callable[[list[Array]], list[Array]]
         if fmt == "onnx":
-            self._run = _onnx_runner(model_path, self.output_names, device, threads)
+            self._run = _onnx_runner(model_path, self.output_names, device, threads,
+                                     input_names)
         elif fmt in ("torchscript", "eager"):
             self._run = _torch_runner(fmt, model_path, self.output_names, entrypoint, trusted,
                                       device, threads)
@@ -46,7 +48,11 @@ class LoadedModel:
 
 
 def _onnx_runner(model_path: Path, output_names: list[str], device: str,
-                 threads: int | None) -> Callable[[list[Array]], list[Array]]:
+                 threads: int | None, spec_inputs: Sequence[str] | None
+                 ) -> Callable[[list[Array]], list[Array]]:
+    """Inputs are fed by the spec's names (`spec_inputs`, spec order), which must be the
+    graph's: matched by position, two inputs listed in another order would be swapped
+    silently, in the reference and the server alike."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -57,6 +63,12 @@ def _onnx_runner(model_path: Path, output_names: list[str], device: str,
     session = onnxruntime.InferenceSession(str(model_path), options,
                                            providers=[*providers, "CPUExecutionProvider"])
     input_names = [node.name for node in session.get_inputs()]
+    if spec_inputs is not None:
+        if sorted(spec_inputs) != sorted(input_names):
+            raise ValueError(f"the ONNX graph's inputs are {', '.join(input_names)}; the spec "
+                             f"declares {', '.join(spec_inputs)} (model.inputs names must be "
+                             "the graph's)")
+        input_names = list(spec_inputs)
 
     def run(inputs: list[Array]) -> list[Array]:
         feeds = dict(zip(input_names, inputs, strict=True))

@@ -375,6 +375,12 @@ class ServerSpec(StrictModel):
         bad = {name: port for name, port in ports.items() if not 1 <= port <= 65535}
         if bad:
             raise PydanticCustomError("port", "ports must be in 1..65535: {bad}", {"bad": bad})
+        shared = sorted({port for port in ports.values()
+                         if list(ports.values()).count(port) > 1})
+        if shared:
+            names = [f"{name} {port}" for name, port in ports.items() if port in shared]
+            raise PydanticCustomError("port", "each port needs a number of its own: {names}",
+                                      {"names": ", ".join(names)})
         return ports
 
 

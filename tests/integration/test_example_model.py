@@ -38,3 +38,20 @@ def test_torchscript_eager_and_onnx_agree() -> None:
     np.testing.assert_allclose(eager, scripted, atol=1e-6)
     np.testing.assert_allclose(onnx, scripted, atol=1e-5)
     np.testing.assert_allclose(scripted.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_an_onnx_graph_is_fed_by_the_spec_names_which_must_be_its_own() -> None:
+    """Matched by position, inputs listed in another order than the graph's would be
+    swapped silently (in the reference and the server alike): fed by name, and a name the
+    graph does not have is refused."""
+    with np.load(EXAMPLE / "samples.npz") as samples:
+        features = samples["features"][:4]
+    named = LoadedModel("onnx", EXAMPLE / "model.onnx", ["scores"],
+                        input_names=["features"])([features])[0]
+    assert named.shape == (4, 4)
+    try:
+        LoadedModel("onnx", EXAMPLE / "model.onnx", ["scores"], input_names=["feats"])
+    except ValueError as exc:
+        assert "the ONNX graph's inputs are features; the spec declares feats" in str(exc)
+    else:
+        raise AssertionError("a spec input the graph does not have was accepted")

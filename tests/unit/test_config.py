@@ -247,3 +247,20 @@ def test_a_value_is_shown_in_the_message_not_its_placeholder(project: Path) -> N
     path = example_with(project, "p99: 50ms", "p99: -5ms")
     [issue] = issues_of(path)
     assert "'-5ms'" in issue and "{value" not in issue
+
+
+def test_two_ports_on_one_number_are_refused(project: Path) -> None:
+    path = example_with(project, "ports: {}", "ports: {http: 18000, grpc: 18000}")
+    [issue] = issues_of(path)
+    assert "server.ports" in issue and "http 18000, grpc 18000" in issue
+
+
+def test_a_value_of_another_type_is_not_coerced(project: Path) -> None:
+    """`true` is no concurrency, and a quoted "on" does not switch on unsafe model loading."""
+    path = example_with(project, "concurrency: 8", "concurrency: true")
+    [issue] = issues_of(path)
+    assert "stages.latency.concurrency: expected an integer, got True (bool)" in issue
+    path = example_with(project, "concurrency: true", "concurrency: 8")
+    path = example_with(project, "format: torchscript", "format: torchscript\n  trusted: 'on'")
+    [issue] = issues_of(path)
+    assert "model.trusted: expected true or false, got 'on' (str)" in issue

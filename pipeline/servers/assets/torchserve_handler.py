@@ -185,7 +185,8 @@ class ServePipelineHandler:
         self.model = LoadedModel(
             self.spec["format"], serialized, [t["name"] for t in self.spec["outputs"]],
             entrypoint=os.path.join(model_dir, entrypoint) if entrypoint else None,
-            trusted=bool(self.spec.get("trusted")), threads=1)
+            trusted=bool(self.spec.get("trusted")), threads=1,
+            input_names=[t["name"] for t in self.spec["inputs"]])
         for size in self.spec.get("sizes", [None]):
             for items in (1, self.spec["max_items"]):
                 self.model([_zeros((items, *_sized(t["shape"], size)), t["dtype"])

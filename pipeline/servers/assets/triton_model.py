@@ -43,6 +43,7 @@ class TritonPythonModel:
             trusted=params.get("trusted") == "true",
             device=device,
             threads=threads,
+            input_names=self.input_names,
         )
 
     def execute(self, requests):
