@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -21,6 +21,10 @@ from pipeline.cli.common import (
     print_move,
 )
 from pipeline.errors import UsageError
+
+if TYPE_CHECKING:
+    from pipeline.release.signing.approvals import ApprovalRules
+    from pipeline.spec.models import LoadedSpec
 
 
 def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
@@ -106,13 +110,16 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
 
     table = Table(title=f"{loaded.spec.name} / {environment}: current {pointer.current or '-'}",
                   title_justify="left")
-    for column in ("at", "action", "release", "previous", "by", "run by", "approved by",
-                   "note"):
+    # `by` is a name someone typed; `run by` says whether anything checked who ran it.
+    for column in ("at", "action", "release", "previous", "by (typed)", "run by",
+                   "approved by", "note"):
         table.add_column(column)
     for event in pointer.events:
+        actor = event.actor or {}
+        ran = "-" if not actor.get("user") else (
+            f"{actor['user']} ({'verified' if actor.get('verified') else 'claimed'})")
         table.add_row(event.at, event.action.value, event.release_id,
-                      event.previous_release_id or "-", event.by,
-                      str((event.actor or {}).get("user") or "-"),
+                      event.previous_release_id or "-", event.by, ran,
                       ", ".join(event.approved_by or ()) or "-", Text(event.note or "-"))
     out().print(table)
 
@@ -128,14 +135,22 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
     read-only unless --repair."""
     from rich.text import Text
 
-    from pipeline.release.chain import unsigned_approvals
+    from pipeline.release.chain import unapproved_promotion, unsigned_approvals
     from pipeline.release.offline import approver_keys_by_environment
+    from pipeline.release.pointer_event import PointerEvent
     from pipeline.release.store import store_for
     from pipeline.release.verify import verify_store
     from pipeline.servers.specs import load_spec
     loaded = load_spec(file, env)
     store = store_for(loaded)
-    check = verify_store(store, repair=repair)
+    rules, unreadable = approval_required(file, loaded)
+
+    def unapproved(name: str, environment: str, event: PointerEvent) -> str | None:
+        ruled = rules.get(environment) if name == loaded.spec.name else None
+        return None if ruled is None else unapproved_promotion(store, name, event, ruled)
+
+    check = verify_store(store, repair=repair, unapproved=unapproved)
+    check.problems += unreadable
     keys = approver_keys_by_environment(loaded)
     check.problems += unsigned_approvals(store, lambda environment: keys.get(environment, []))
     if output == "json":
@@ -149,6 +164,27 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
                   f"{check.pointers} pointers checked; {len(check.problems)} problems")
     if check.problems:
         raise typer.Exit(1)
+
+
+def approval_required(file: Path, loaded: LoadedSpec
+                      ) -> tuple[dict[str, ApprovalRules], list[str]]:
+    """The approval rules of each environment next to the spec whose overlay requires
+    approval, and a problem for each overlay that cannot be read (its moves unchecked)."""
+    from pipeline.errors import PipelineError
+    from pipeline.release.chain import approval_rules
+    from pipeline.servers.specs import load_spec
+    from pipeline.spec.loading import environment_names
+    found, problems = {}, []
+    for environment in environment_names(loaded.workspace):
+        try:
+            overlaid = load_spec(file, environment)
+            if overlaid.policy.approval.required:
+                found[environment] = approval_rules(overlaid, environment)
+        except PipelineError as exc:
+            first = (str(exc).splitlines() or [""])[0]
+            problems.append(f"environments/{environment}.yaml cannot be read, so its moves "
+                            f"were not checked for approvals: {first}")
+    return found, problems
 
 
 def releases_command(file: SpecFile = DEFAULT_SPEC,

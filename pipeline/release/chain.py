@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeline.errors import PolicyError, StoreError, UsageError
 from pipeline.release.manifest import Manifest, manifest_digest, read_manifest
+from pipeline.release.pointer_event import PointerAction, PointerEvent
 from pipeline.release.pointers import read_pointer
 from pipeline.release.signing.approvals import (
     ApprovalCheck,
@@ -278,3 +279,22 @@ def check_new_release(loaded: LoadedSpec, environment: str, env: Mapping[str, st
     if signer.keyid not in {key.keyid for key in keys}:
         raise PolicyError(f"the signing key {signer.keyid[:19]} is not trusted in {where} "
                           "attestation.keys")
+
+
+def unapproved_promotion(store: Store, name: str, event: PointerEvent,
+                         rules: ApprovalRules) -> str | None:
+    """`store verify`: why a promotion into an environment whose overlay requires approval
+    has no signed approval that counts for the manifest it recorded (a pointer written by
+    hand, or a move around the policy), or None."""
+    if event.action is not PointerAction.PROMOTE:
+        return None
+    digest = event.manifest_sha256 or manifest_digest(store, name, event.release_id)
+    checks = [judge(key, store.read(key), rules, (name, event.release_id, digest), None,
+                    frozenset())
+              for key in approval_keys(store, name, rules.environment)
+              if _about(store, key, event.release_id)]
+    if any(check.counts for check in checks):
+        return None
+    why = "; ".join(f"{c.key.rsplit('/', 1)[-1]} {c.reason}" for c in checks if c.reason)
+    return (f"the promote of {event.release_id} at {event.at} has no signed approval that "
+            f"counts ({rules.where} approval.required)" + (f": {why}" if why else ""))

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -47,7 +47,15 @@ def _load(store: Store, key: str, check: StoreCheck) -> dict[str, Any] | None:
     return body
 
 
-def verify_store(store: Store, repair: bool = False) -> StoreCheck:
+# Why a pointer move is not one the policy made (pipeline.release.chain
+# unapproved_promotion), by (name, environment, event); None when it is.
+MoveCheck = Callable[[str, str, PointerEvent], str | None]
+
+
+def verify_store(store: Store, repair: bool = False,
+                 unapproved: MoveCheck | None = None) -> StoreCheck:
+    """`unapproved`: judges each move into an environment that requires approval; a move
+    it refuses is a problem, and `repair` never writes an audit entry for it."""
     check = StoreCheck()
     releases = _check_manifests(store, check)
     for _key, name, environment, pointer in _documents(store, "environments/", check):
@@ -55,7 +63,11 @@ def verify_store(store: Store, repair: bool = False) -> StoreCheck:
         events = _events(check, name, environment, pointer.get("events", []))
         _check_pointer(store, check, releases, name, environment, pointer.get("current"),
                        events)
-        _check_audit(store, check, name, environment, events, repair)
+        refused = {id(event): reason for event in events if unapproved is not None
+                   and (reason := unapproved(name, environment, event)) is not None}
+        check.problems += [f"{name}/{environment}: {reason}" for reason in refused.values()]
+        _check_audit(store, check, name, environment,
+                     [event for event in events if id(event) not in refused], repair)
     return check
 
 

@@ -219,6 +219,31 @@ def materialize_swapped(world: CustodyWorld, target_environment: bool) -> CliRes
                      "--to", str(where))
 
 
+def hand_written_pointer(world: CustodyWorld) -> CliResult:
+    """production's pointer written by hand onto a staged, never approved release, with
+    an invented event that names an approver; `store verify --repair` must neither accept
+    it nor write it an audit entry. The pointer is restored after."""
+    release = world.staged(b"model-pointer-by-hand")
+    key = f"environments/{NAME}/production.json"
+    before = world.store.read(key)
+    pointer = json.loads(before or b'{"events": []}')
+    events = pointer.setdefault("events", [])
+    events.append({"action": "promote", "release_id": release,
+                   "previous_release_id": pointer.get("current"), "at": "2030-01-01T00:00:00Z",
+                   "by": "rita", "approved_by": ["rita"],
+                   "actor": {"user": "rita@ci", "verified": True}})
+    pointer["current"] = release
+    world.overwrite(key, json.dumps(pointer).encode())
+    try:
+        result = world.cli("store", "verify", "--repair")
+        assert not [k for k in world.store.list(f"audit/{NAME}/") if "20300101" in k], \
+            "an audit entry was written for the forged move"
+        return result
+    finally:
+        if before is not None:
+            world.overwrite(key, before)
+
+
 SIGNED_ATTACKS = [
     Attack("forged attestation signature", forged_attestation,
            contains("attestation signature does not verify (forged or altered)")),
@@ -264,6 +289,10 @@ SIGNED_ATTACKS = [
            lambda w: materialize_swapped(w, False),
            contains("is not deployed: manifest does not match its attestation: "
                     "fraud-mlp/model")),
+    Attack("production's pointer written by hand, then store verify --repair",
+           hand_written_pointer,
+           contains("has no signed approval that counts (environments/production.yaml "
+                    "approval.required)")),
     Attack("materialize staging after its manifest was rewritten",
            lambda w: materialize_swapped(w, True), contains("changed since it was promoted")),
 ]
