@@ -89,6 +89,7 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str,
     Nothing after the swap can fail the move: an audit entry that cannot be written is a
     warning (`store verify --repair`, or the next move, writes it from the history)."""
     pointer, etag = read_pointer(store, name, environment)
+    check_no_lost_moves(store, name, environment, pointer)
     repair_audit(store, name, environment, pointer)
     digest = manifest_digest(store, name, release_id)
     check_manifest_unchanged(pointer, release_id, digest)
@@ -139,6 +140,34 @@ def write_audit(store: Store, name: str, environment: str, event: PointerEvent) 
         store.create(audit_key(name, environment, event),
                      canonical_json({**event.to_json(), "environment": environment,
                                      "name": name}))
+
+
+def lost_moves(store: Store, name: str, environment: str, pointer: Pointer) -> list[str]:
+    """Audit entries of moves of `environment` that its pointer's history does not hold:
+    the pointer was rewound (to make a spent approval count again, or to undo a rollback)
+    or rewritten. Each move's entry is named by the event itself (audit_key)."""
+    # Compared without the tag: a move's entry written by an earlier version of the tool
+    # has another tag for the same stamp and action.
+    kept = {audit_key(name, environment, event).rpartition("-")[0] for event in pointer.events}
+    return sorted(key for key in store.list(f"audit/{name}/")
+                  if _is_move_of(key, environment) and key.rpartition("-")[0] not in kept)
+
+
+def _is_move_of(key: str, environment: str) -> bool:
+    """Whether `key` is `audit/<name>/<stamp>-<action>-<environment>-<tag>.json` (exactly
+    this environment: `prod` is not `prod-eu`)."""
+    stem = key.rsplit("/", 1)[-1].removesuffix(".json")
+    head = stem.rpartition("-")[0]
+    return any(head.endswith(f"-{action.value}-{environment}") for action in PointerAction)
+
+
+def check_no_lost_moves(store: Store, name: str, environment: str, pointer: Pointer) -> None:
+    lost = lost_moves(store, name, environment, pointer)
+    if lost:
+        raise StoreError(f"the audit log records {len(lost)} moves of {environment} that its "
+                         f"pointer does not hold (the latest: {lost[-1]}): the pointer was "
+                         "rewound or rewritten; refusing to move it (`serve-pipeline store "
+                         "verify` lists them)")
 
 
 def repair_audit(store: Store, name: str, environment: str, pointer: Pointer) -> None:

@@ -13,7 +13,7 @@ from pipeline.digest import sha256_bytes
 from pipeline.errors import StoreError
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.pointer_event import PointerEvent
-from pipeline.release.pointers import audit_key, write_audit
+from pipeline.release.pointers import Pointer, audit_key, lost_moves, write_audit
 from pipeline.release.serving_layout import layout_problems
 from pipeline.release.store.base import Store
 
@@ -63,6 +63,10 @@ def verify_store(store: Store, repair: bool = False,
         events = _events(check, name, environment, pointer.get("events", []))
         _check_pointer(store, check, releases, name, environment, pointer.get("current"),
                        events)
+        held = Pointer(name, environment, pointer.get("current"), events)
+        check.problems += [f"{name}/{environment}: {key} records a move its pointer does not "
+                           "hold (rewound or rewritten)"
+                           for key in lost_moves(store, name, environment, held)]
         refused = {id(event): reason for event in events if unapproved is not None
                    and (reason := unapproved(name, environment, event)) is not None}
         check.problems += [f"{name}/{environment}: {reason}" for reason in refused.values()]

@@ -219,6 +219,29 @@ def materialize_swapped(world: CustodyWorld, target_environment: bool) -> CliRes
                      "--to", str(where))
 
 
+def rewound_pointer(world: CustodyWorld) -> CliResult:
+    """A spent approval made to count again by rewinding the pointer: `second` went to
+    `audited` with its approval and was rolled back; the pointer is put back as it was
+    before, where that approval's recorded history matches again. The pointer is restored
+    after."""
+    key = f"environments/{NAME}/audited.json"
+    verified = world.issuer.env()
+    first, second = world.staged(b"model-rewind-1"), world.staged(b"model-rewind-2")
+    assert world.approve(first, environment="audited", env=verified).returncode == 0
+    assert world.promote("audited", first).returncode == 0
+    before = world.store.read(key)
+    assert world.approve(second, environment="audited", env=verified).returncode == 0
+    assert world.promote("audited", second).returncode == 0
+    assert world.cli("rollback", "audited").returncode == 0
+    after = world.store.read(key)
+    assert before is not None and after is not None
+    world.overwrite(key, before)
+    try:
+        return world.promote("audited", second)
+    finally:
+        world.overwrite(key, after)
+
+
 def hand_written_pointer(world: CustodyWorld) -> CliResult:
     """production's pointer written by hand onto a staged, never approved release, with
     an invented event that names an approver; `store verify --repair` must neither accept
@@ -289,6 +312,8 @@ SIGNED_ATTACKS = [
            lambda w: materialize_swapped(w, False),
            contains("is not deployed: manifest does not match its attestation: "
                     "fraud-mlp/model")),
+    Attack("pointer rewound to make a spent approval count again", rewound_pointer,
+           contains("moves of audited that its pointer does not hold")),
     Attack("production's pointer written by hand, then store verify --repair",
            hand_written_pointer,
            contains("has no signed approval that counts (environments/production.yaml "
