@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.errors import UsageError
+from pipeline.errors import PipelineError, UsageError
 from pipeline.release.chain import VerifiedChain, trusted_keys, verify_offline
 from pipeline.release.signing.keys import TrustedKey, load_public_key
 from pipeline.release.store import open_store, store_for
@@ -33,15 +33,25 @@ def _release_name(store: Store, release_id: str) -> str:
     return names.pop()
 
 
-def _overlay_keys(loaded: LoadedSpec, environments: list[str]
+def _overlay_keys(loaded: LoadedSpec, environments: list[str], every: bool = True
                   ) -> tuple[list[TrustedKey], dict[str, list[TrustedKey]]]:
+    """The keys the overlays of `environments` trust. Over `every` overlay next to the
+    spec, one that cannot be read (a key file missing) trusts nothing, so that it does not
+    stop the others' checks (its own commands and `validate --env` name the problem)."""
     attestation: list[TrustedKey] = []
     approvers: dict[str, list[TrustedKey]] = {}
     for environment in environments:
-        overlay = load_spec(loaded.path, environment)
         where = f"environments/{environment}.yaml"
-        attestation += trusted_keys(overlay.policy.attestation.keys, overlay, where)
-        approvers[environment] = trusted_keys(overlay.policy.approval.keys, overlay, where)
+        try:
+            overlay = load_spec(loaded.path, environment)
+            found = (trusted_keys(overlay.policy.attestation.keys, overlay, where),
+                     trusted_keys(overlay.policy.approval.keys, overlay, where))
+        except PipelineError:
+            if not every:
+                raise
+            continue
+        attestation += found[0]
+        approvers[environment] = found[1]
     return attestation, approvers
 
 
@@ -56,7 +66,8 @@ def verify_release_offline(spec: Path, release_id: str, store_url: str | None,
         store = open_store(store_url, Path.cwd()) if store_url else store_for(loaded)
         name = loaded.spec.name
         environments = [environment] if environment else environment_names(loaded.workspace)
-        overlay_attestation, approvers = _overlay_keys(loaded, environments)
+        overlay_attestation, approvers = _overlay_keys(loaded, environments,
+                                                       every=environment is None)
         attestation += overlay_attestation
     elif store_url:
         store = open_store(store_url, Path.cwd())

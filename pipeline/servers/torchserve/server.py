@@ -318,7 +318,14 @@ class TorchServeServer(TorchServeEndpoint):
         dead = self.model_processes.dead() if self.local.is_running() else None
         if dead is not None:
             return f"{self.model_processes.describe(dead)}; {self.log_excerpt()}"
-        return f"torchserve {self.local.describe_exit()}; {self.log_excerpt()}"
+        exit_text = self.local.describe_exit()
+        if exit_text == "exited with code 0":
+            # The launcher (--foreground) returns 0 however its frontend ended, a kill -9
+            # or the OOM killer included: it does not say how, so neither can we.
+            exit_text = ("stopped unexpectedly: its frontend (java) is gone and the launcher "
+                         "exited with code 0, which it does however the frontend ended (a kill "
+                         "or the OOM killer look like this)")
+        return f"torchserve {exit_text}; {self.log_excerpt()}"
 
     def can_reconfigure(self, from_device: str, to_device: str) -> bool:
         """Its workers pick their device when the process starts: a device change restarts."""
