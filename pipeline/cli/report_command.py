@@ -9,6 +9,7 @@ import typer
 
 from pipeline.cli.common import DEFAULT_SPEC, SpecFile, out
 from pipeline.cli.github import job_summary
+from pipeline.errors import UsageError
 from pipeline.report.formats import Format
 
 
@@ -28,7 +29,12 @@ def report(identifier: Annotated[str, typer.Argument(metavar="RUN_ID|RELEASE_ID"
     from pipeline.report.release_terminal import release_terminal
     from pipeline.report.terminal import render_terminal
     from pipeline.servers.specs import load_spec
+    from pipeline.spec.loading import environment_names
     loaded = load_spec(file, None)
+    if env is not None and env not in environment_names(loaded.workspace):
+        known = ", ".join(environment_names(loaded.workspace)) or "none"
+        raise UsageError(f"--env {env}: no such environment (environments/*.yaml next to "
+                         f"{file}: {known})")
     record = find_record(loaded, identifier)
     if output == "terminal":
         out().print(render_terminal(record))

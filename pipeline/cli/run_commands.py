@@ -19,7 +19,7 @@ from pipeline.cli.common import (
     out,
     print_move,
 )
-from pipeline.errors import Interrupted, PipelineFailed
+from pipeline.errors import Interrupted, PipelineFailed, UsageError
 
 if TYPE_CHECKING:
     from pipeline.release.policy import Decision
@@ -128,7 +128,12 @@ Stages = Annotated[str | None, typer.Option(
 def _selection(stages: str | None) -> frozenset[str] | None:
     if stages is None:
         return None
-    return frozenset(name.strip() for name in stages.split(",") if name.strip())
+    chosen = frozenset(name.strip() for name in stages.split(",") if name.strip())
+    if not chosen:
+        # An empty selection would start a server, measure nothing and pass.
+        raise UsageError("--stages: name at least one of readiness, parity, latency, replay, "
+                         "saturation")
+    return chosen
 
 
 def run_command(file: SpecFile = DEFAULT_SPEC,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import signal
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
@@ -161,6 +162,12 @@ class Host:
         try:
             await self.proxy.start()
         except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                # Not the port's fault: an address that does not resolve or is not this
+                # host's (gaierror, EADDRNOTAVAIL).
+                raise UsageError(f"--listen {settings.listen}: cannot listen there "
+                                 f"({exc.strerror or exc}): give an address of this host, "
+                                 "e.g. 127.0.0.1 or 0.0.0.0") from None
             raise UsageError(f"--port {port}: cannot listen on {settings.listen}:{port} "
                              f"({exc.strerror}; held by {port_holder(port)}): stop it, or "
                              "pass another --port") from None
