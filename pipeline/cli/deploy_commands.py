@@ -39,9 +39,23 @@ def _spec_and_store(file: Path, target: str,
 
 def _release(file: Path, target: str, store_url: str | None) -> tuple[Store, Manifest]:
     """The release `target` names, its chain checked (pipeline.release.deployable)."""
+    from pipeline.errors import PipelineError
     from pipeline.release.deployable import deployable_release
+    from pipeline.servers.specs import load_spec
+    from pipeline.spec.loading import environment_names
     loaded, store = _spec_and_store(file, target, store_url)
-    return store, deployable_release(store, loaded, target)
+    known = environment_names(loaded.workspace)
+
+    def overlay(environment: str) -> LoadedSpec | None:
+        if environment not in known:
+            return None
+        try:
+            return load_spec(file, environment)
+        except PipelineError as exc:
+            raise PipelineError(f"environments/{environment}.yaml, whose pointer took this "
+                                f"release, cannot be read: {exc}") from None
+
+    return store, deployable_release(store, loaded, target, overlay)
 
 
 def materialize_command(target: Target,

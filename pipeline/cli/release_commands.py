@@ -145,9 +145,11 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
     store = store_for(loaded)
     rules, unreadable = approval_required(file, loaded)
 
-    def unapproved(name: str, environment: str, event: PointerEvent) -> str | None:
+    def unapproved(name: str, environment: str, event: PointerEvent,
+                   earlier: list[PointerEvent]) -> str | None:
         ruled = rules.get(environment) if name == loaded.spec.name else None
-        return None if ruled is None else unapproved_promotion(store, name, event, ruled)
+        return None if ruled is None else unapproved_promotion(store, name, event, earlier,
+                                                               ruled)
 
     check = verify_store(store, repair=repair, unapproved=unapproved)
     check.problems += unreadable

@@ -14,7 +14,7 @@ from typing import Any
 from pipeline.errors import PolicyError, StoreError, UsageError
 from pipeline.release.manifest import Manifest, manifest_digest, read_manifest
 from pipeline.release.pointer_event import PointerAction, PointerEvent
-from pipeline.release.pointers import read_pointer
+from pipeline.release.pointers import Pointer, read_pointer
 from pipeline.release.signing.approvals import (
     ApprovalCheck,
     ApprovalRules,
@@ -282,15 +282,24 @@ def check_new_release(loaded: LoadedSpec, environment: str, env: Mapping[str, st
 
 
 def unapproved_promotion(store: Store, name: str, event: PointerEvent,
-                         rules: ApprovalRules) -> str | None:
+                         earlier: Sequence[PointerEvent], rules: ApprovalRules) -> str | None:
     """`store verify`: why a promotion into an environment whose overlay requires approval
-    has no signed approval that counts for the manifest it recorded (a pointer written by
-    hand, or a move around the policy), or None."""
+    has no signed approval that counts for it (a pointer written by hand, or a move around
+    the policy), or None. An approval counts as promotion judged it: for the manifest the
+    event recorded, given when the environment's history was `earlier` (a spent one was
+    given at another point of it), and not by the release's creator."""
     if event.action is not PointerAction.PROMOTE:
         return None
     digest = event.manifest_sha256 or manifest_digest(store, name, event.release_id)
-    checks = [judge(key, store.read(key), rules, (name, event.release_id, digest), None,
-                    frozenset())
+    head = environment_head(Pointer(name, rules.environment, event.previous_release_id,
+                                    list(earlier)))
+    try:
+        manifest = read_manifest(store, name, event.release_id)
+        creators = check_attestation(store, manifest, [], "").creators
+    except (UsageError, StoreError) as exc:
+        return f"the promote of {event.release_id} at {event.at}: {exc}"
+    checks = [judge(key, store.read(key), rules, (name, event.release_id, digest), head,
+                    creators)
               for key in approval_keys(store, name, rules.environment)
               if _about(store, key, event.release_id)]
     if any(check.counts for check in checks):

@@ -12,25 +12,53 @@ it recorded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pipeline.errors import PolicyError, StoreError
 from pipeline.release.chain import check_attestation, policy_problems, trusted_keys
 from pipeline.release.configured import overlay_file
 from pipeline.release.manifest import manifest_digest, read_manifest
 from pipeline.release.manifest_record import Manifest
-from pipeline.release.pointers import Pointer, check_manifest_unchanged, read_pointer
+from pipeline.release.pointers import (
+    Pointer,
+    audit_disagreement,
+    check_manifest_unchanged,
+    read_pointer,
+)
 from pipeline.release.resolve import resolve_release
 from pipeline.release.store.base import Store
 from pipeline.spec.models import LoadedSpec
 
 
-def deployable_release(store: Store, loaded: LoadedSpec, target: str) -> Manifest:
+def deployable_release(store: Store, loaded: LoadedSpec, target: str,
+                       overlay: Callable[[str], LoadedSpec | None] | None = None) -> Manifest:
     """The manifest of release or environment `target` (pipeline.release.resolve), once
-    its chain holds; StoreError (rewritten evidence) or PolicyError (not enough of it)."""
+    its chain holds; StoreError (rewritten evidence) or PolicyError (not enough of it).
+
+    Named by id, a release is held to every environment whose pointer ever took it: the
+    manifest each recorded, and the trust rules of each one's overlay (`overlay(env)`, the
+    spec with that environment's overlay, None where there is none): a release id is no
+    way around production's."""
     manifest = resolve_release(store, loaded.spec.name, target)
-    pointer = None
-    if manifest.release_id != target:
-        pointer, _ = read_pointer(store, loaded.spec.name, target)
+    if manifest.release_id == target:
+        held = False
+        for environment in environments_of(store, loaded.spec.name):
+            pointer, _ = read_pointer(store, loaded.spec.name, environment)
+            if not any(event.release_id == target for event in pointer.events):
+                continue
+            held = True
+            overlaid = overlay(environment) if overlay is not None else None
+            check_deployable(store, overlaid or loaded, manifest, pointer)
+        return manifest if held else check_deployable(store, loaded, manifest, None)
+    pointer, _ = read_pointer(store, loaded.spec.name, target)
     return check_deployable(store, loaded, manifest, pointer)
+
+
+def environments_of(store: Store, name: str) -> list[str]:
+    """The environments with a pointer for `name` in the store."""
+    prefix = f"environments/{name}/"
+    return sorted(key.removeprefix(prefix).removesuffix(".json") for key in store.list(prefix)
+                  if key.endswith(".json") and "/" not in key.removeprefix(prefix))
 
 
 def deployable_in(store: Store, loaded: LoadedSpec, environment: str,
@@ -50,6 +78,11 @@ def check_deployable(store: Store, loaded: LoadedSpec, manifest: Manifest,
     if pointer is not None:
         check_manifest_unchanged(pointer, release_id,
                                  manifest_digest(store, loaded.spec.name, release_id))
+        for event in pointer.events:
+            contradiction = audit_disagreement(store, loaded.spec.name, pointer.environment,
+                                               event) if event.release_id == release_id else None
+            if contradiction is not None:
+                raise StoreError(f"release {release_id} is not deployed: {contradiction}")
     where = (f"{overlay_file(loaded.environment)} attestation.keys"
              if loaded.environment else "attestation.keys")
     keys = trusted_keys(loaded.policy.attestation.keys, loaded, where)

@@ -161,6 +161,32 @@ def _is_move_of(key: str, environment: str) -> bool:
     return any(head.endswith(f"-{action.value}-{environment}") for action in PointerAction)
 
 
+def audit_disagreement(store: Store, name: str, environment: str,
+                       event: PointerEvent) -> str | None:
+    """Why the audit log contradicts `event` (an entry for the same moment and action that
+    holds another event: the pointer's record was rewritten), or None. A missing entry is
+    not a contradiction (the store failed after the swap: `store verify --repair`)."""
+    key = audit_key(name, environment, event)
+    if store.read(key) is not None:
+        return None
+    prefix = key.rpartition("-")[0]
+    for other in store.list(f"audit/{name}/"):
+        if other.rpartition("-")[0] != prefix:
+            continue
+        try:
+            body = json.loads(store.read(other) or b"")
+        except ValueError:
+            return f"{other} is not valid JSON"
+        if not isinstance(body, dict):
+            return f"{other} is not a JSON object"
+        body = {k: v for k, v in body.items() if k not in ("environment", "name")}
+        # An entry an earlier version of the tool wrote has another tag for the same event.
+        if canonical_json(body) != canonical_json(event.to_json()):
+            return (f"{environment}'s {event.action.value} at {event.at} is not the move its "
+                    f"audit entry {other} records (the pointer's history was rewritten)")
+    return None
+
+
 def check_no_lost_moves(store: Store, name: str, environment: str, pointer: Pointer) -> None:
     lost = lost_moves(store, name, environment, pointer)
     if lost:
@@ -175,6 +201,9 @@ def repair_audit(store: Store, name: str, environment: str, pointer: Pointer) ->
     event's entry is missing. It is rebuilt from the event (it holds nothing else)."""
     if pointer.events:
         last = pointer.events[-1]
+        contradiction = audit_disagreement(store, name, environment, last)
+        if contradiction is not None:
+            raise StoreError(f"{contradiction}; refusing to move it")
         if store.read(audit_key(name, environment, last)) is None:
             write_audit(store, name, environment, last)
 

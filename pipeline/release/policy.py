@@ -37,6 +37,7 @@ from pipeline.release.manifest import (
 from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import (
     Moved,
+    audit_disagreement,
     check_manifest_unchanged,
     move_pointer,
     read_pointer,
@@ -131,10 +132,19 @@ def check_passed_as_is(store: Store, loaded: LoadedSpec, release_id: str) -> Non
     """The release passed each environment in `requires` as the manifest it is now: one
     rewritten since (gate results, figures, digests) did not pass anything, even where the
     rewrite kept its unsigned attestation in step and someone approved it afterwards."""
-    digest = manifest_digest(store, loaded.spec.name, release_id)
+    name = loaded.spec.name
+    digest = manifest_digest(store, name, release_id)
     for required in loaded.policy.requires:
-        pointer, _ = read_pointer(store, loaded.spec.name, required)
+        pointer, _ = read_pointer(store, name, required)
         check_manifest_unchanged(pointer, release_id, digest)
+        # ... as recorded by the move itself: a pointer event rewritten to the new digest
+        # is contradicted by its audit entry.
+        for event in pointer.events:
+            if event.release_id == release_id:
+                contradiction = audit_disagreement(store, name, required, event)
+                if contradiction is not None:
+                    raise StoreError(f"release {release_id} cannot be promoted: "
+                                     f"{contradiction}")
 
 
 def check_gates(loaded: LoadedSpec, environment: str, release_id: str,

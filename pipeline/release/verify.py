@@ -13,7 +13,13 @@ from pipeline.digest import sha256_bytes
 from pipeline.errors import StoreError
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.pointer_event import PointerEvent
-from pipeline.release.pointers import Pointer, audit_key, lost_moves, write_audit
+from pipeline.release.pointers import (
+    Pointer,
+    audit_disagreement,
+    audit_key,
+    lost_moves,
+    write_audit,
+)
 from pipeline.release.serving_layout import layout_problems
 from pipeline.release.store.base import Store
 
@@ -48,8 +54,9 @@ def _load(store: Store, key: str, check: StoreCheck) -> dict[str, Any] | None:
 
 
 # Why a pointer move is not one the policy made (pipeline.release.chain
-# unapproved_promotion), by (name, environment, event); None when it is.
-MoveCheck = Callable[[str, str, PointerEvent], str | None]
+# unapproved_promotion), by (name, environment, event, the events before it); None when it
+# is.
+MoveCheck = Callable[[str, str, PointerEvent, list[PointerEvent]], str | None]
 
 
 def verify_store(store: Store, repair: bool = False,
@@ -67,8 +74,9 @@ def verify_store(store: Store, repair: bool = False,
         check.problems += [f"{name}/{environment}: {key} records a move its pointer does not "
                            "hold (rewound or rewritten)"
                            for key in lost_moves(store, name, environment, held)]
-        refused = {id(event): reason for event in events if unapproved is not None
-                   and (reason := unapproved(name, environment, event)) is not None}
+        refused = {id(event): reason for index, event in enumerate(events)
+                   if unapproved is not None and
+                   (reason := unapproved(name, environment, event, events[:index])) is not None}
         check.problems += [f"{name}/{environment}: {reason}" for reason in refused.values()]
         _check_audit(store, check, name, environment,
                      [event for event in events if id(event) not in refused], repair)
@@ -95,6 +103,10 @@ def _check_audit(store: Store, check: StoreCheck, name: str, environment: str,
         if store.read(audit_key(name, environment, event)) is not None:
             continue
         where = f"{name}/{environment}: the {event.action.value} at {event.at}"
+        contradiction = audit_disagreement(store, name, environment, event)
+        if contradiction is not None:
+            check.problems.append(f"{name}/{environment}: {contradiction} (not repaired)")
+            continue
         if repair:
             write_audit(store, name, environment, event)
             check.repaired.append(f"{where}: audit entry written from the pointer's history")

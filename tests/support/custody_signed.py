@@ -190,22 +190,30 @@ def figures_rewritten(world: CustodyWorld, staging_record_too: bool) -> CliResul
     manifest["stages"]["latency"]["metrics"]["p99_ms"] = 1.0  # type: ignore[index]
     rewritten = json.dumps(manifest, indent=2).encode()
     world.overwrite(manifest_key(NAME, release), rewritten)
+    key = f"environments/{NAME}/staging.json"
+    before = world.store.read(key)
     if staging_record_too:
-        key = f"environments/{NAME}/staging.json"
         pointer = _json(world, key)
         for event in pointer["events"]:  # type: ignore[attr-defined]
             if event["release_id"] == release:
                 event["manifest_sha256"] = sha256_bytes(rewritten)
         world.overwrite(key, json.dumps(pointer, indent=2).encode())
-    assert world.approve(release).returncode == 0
-    return world.promote("production", release)
+    try:
+        assert world.approve(release).returncode == 0
+        return world.promote("production", release)
+    finally:
+        if before is not None:      # staging's own history, for the attacks after this one
+            world.overwrite(key, before)
 
 
 def materialize_swapped(world: CustodyWorld, target_environment: bool) -> CliResult:
-    """The staged release's manifest rewritten to name another release's model blob, then
-    materialized by release id (or by environment, `target_environment`)."""
+    """A release's manifest rewritten to name another release's model blob, then
+    materialized by release id (or, staged, by environment: `target_environment`)."""
     other = world.publish(b"model-unmeasured-" + str(target_environment).encode())
-    release = world.staged(b"model-to-deploy-" + str(target_environment).encode())
+    payload = b"model-to-deploy-" + str(target_environment).encode()
+    # By id, a release no pointer took: only its attestation can tell (one a pointer took
+    # is also held to the manifest that move recorded).
+    release = world.staged(payload) if target_environment else world.publish(payload)
     manifest = _json(world, manifest_key(NAME, release))
     donor = next(b for b in _json(world, manifest_key(NAME, other))["blobs"]  # type: ignore
                  if b["role"] == "model")

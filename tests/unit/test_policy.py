@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,80 @@ def test_publish_replaces_a_corrupt_blob_already_there(store: LocalStore,
     source = tmp_path / "model.pt"
     source.write_bytes(payload)
     assert store.put_blob(source, digest) is True and store.verify_blob(digest) is None
+
+
+def test_a_rewritten_staging_record_is_contradicted_by_its_audit_entry(
+        project: Path, store: LocalStore) -> None:
+    """The manifest rewritten and the staging event's recorded digest rewritten to match:
+    the audit entry of that move still holds the digest it recorded."""
+    from pipeline.release.manifest import manifest_digest
+    from pipeline.release.verify import verify_store
+
+    production = load_spec(project / "serve.yaml", "production")
+    release = publish(store, b"re-recorded")
+    move_pointer(store, NAME, "staging", release, PointerAction.PROMOTE, "ci")
+    path = store.root / "releases" / NAME / f"{release}.json"
+    path.write_text(path.read_text().replace('"p99_ms": 6.0', '"p99_ms": 1.0'))
+    pointer = store.root / "environments" / NAME / "staging.json"
+    recorded_digest = read_pointer(store, NAME, "staging")[0].events[-1].manifest_sha256
+    assert recorded_digest is not None
+    pointer.write_text(pointer.read_text().replace(recorded_digest,
+                                                   manifest_digest(store, NAME, release)))
+    sign_approval(store, project, release)
+    with pytest.raises(StoreError, match=r"is not the move its audit entry .* records"):
+        decide_promotion(store, production, "production", release)
+    problems = verify_store(store, repair=True).problems
+    assert any("not the move its audit entry" in p and "not repaired" in p for p in problems)
+
+
+def test_a_release_named_by_id_is_held_to_what_each_environment_recorded(
+        project: Path, store: LocalStore) -> None:
+    from pipeline.release.deployable import deployable_release
+
+    release = publish(store, b"deployed-by-id")
+    move_pointer(store, NAME, "staging", release, PointerAction.PROMOTE, "ci")
+    spec = load_spec(project / "serve.yaml")
+    assert deployable_release(store, spec, release).release_id == release
+    path = store.root / "releases" / NAME / f"{release}.json"
+    path.write_text(path.read_text().replace('"run_id": "r"', '"run_id": "forged"'))
+    with pytest.raises(StoreError, match="changed since it was promoted"):
+        deployable_release(store, spec, release)
+
+
+def test_store_verify_does_not_count_a_spent_approval_for_a_hand_written_move(
+        project: Path, store: LocalStore) -> None:
+    """B went to production with its approval and was rolled back; a promote of B written
+    into the pointer by hand would reuse that approval: it was given at another point of
+    the history, so it does not count, and --repair writes no audit entry for it."""
+    from pipeline.release.chain import approval_rules, unapproved_promotion
+    from pipeline.release.verify import verify_store
+
+    production = load_spec(project / "serve.yaml", "production")
+    first, second = publish(store, b"spent-1"), publish(store, b"spent-2")
+    for release in (first, second):
+        move_pointer(store, NAME, "staging", release, PointerAction.PROMOTE, "ci")
+    for release in (first, second):
+        sign_approval(store, project, release)
+        promote_existing(store, production, "production", release, "ci")
+    rollback(store, NAME, "production", None, "ci")
+    pointer = store.root / "environments" / NAME / "production.json"
+    body = json.loads(pointer.read_text())
+    forged = {**body["events"][1], "at": "2030-01-01T00:00:00.000000Z",
+              "previous_release_id": first}
+    body["events"].append(forged)
+    body["current"] = second
+    pointer.write_text(json.dumps(body, indent=2))
+    events = read_pointer(store, NAME, "production")[0].events
+    rules = approval_rules(production, "production")
+    assert unapproved_promotion(store, NAME, events[1], events[:1], rules) is None
+    reason = unapproved_promotion(store, NAME, events[-1], events[:-1], rules)
+    assert reason is not None and "replayed or spent" in reason
+
+    def unapproved(name: str, environment: str, event: PointerEvent,
+                   earlier: list[PointerEvent]) -> str | None:
+        return unapproved_promotion(store, name, event, earlier, rules) \
+            if environment == "production" else None
+
+    check = verify_store(store, repair=True, unapproved=unapproved)
+    assert any("has no signed approval that counts" in p for p in check.problems)
+    assert not [k for k in store.list(f"audit/{NAME}/") if "20300101" in k]
