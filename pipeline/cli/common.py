@@ -39,10 +39,11 @@ def actor_name(by: str | None) -> str:
     return claimed_name(by, os.environ)
 
 
-def acting(store: Store) -> dict[str, Any]:
-    """Who runs this command (recorded in every audit event it writes)."""
+def acting(store: Store, with_token: bool = False) -> dict[str, Any]:
+    """Who runs this command (recorded in every audit event it writes); `with_token`: with
+    the OIDC token that proves it (an approval carries it)."""
     from pipeline.release.identity import acting_identity
-    return acting_identity(dict(os.environ), store)
+    return acting_identity(dict(os.environ), store, with_token)
 
 
 def print_move(environment: str, moved: Moved) -> None:

@@ -53,7 +53,7 @@ def approve_command(release_id: str, file: SpecFile = DEFAULT_SPEC,
     if key_path is None:
         raise UsageError(f"approvals are signed: pass --key PATH (or set {APPROVAL_KEY_ENV})")
     signer = FileSigner.from_file(key_path)
-    identity = acting(store)
+    identity = acting(store, with_token=True)
     out().print(render_terminal(find_record(loaded, release_id)))
     out().print(release_terminal(release_evidence(loaded, release_id, env) or "no release"))
     if not yes:

@@ -48,21 +48,30 @@ def claimed_github(env: Mapping[str, str]) -> dict[str, str]:
     return {field: env[var] for var, field in names.items() if env.get(var)}
 
 
-def acting_identity(env: Mapping[str, str], store: Store | None = None) -> dict[str, Any]:
+def acting_identity(env: Mapping[str, str], store: Store | None = None,
+                    with_token: bool = False) -> dict[str, Any]:
     """The `actor` of an audit event and of a manifest's `created_by_actor`.
 
     `verified` is true only for an identity checked cryptographically here: the GitHub
     Actions OIDC token (pipeline.release.oidc). `verified_identities` are the names
     distinct_from_creator compares (`github:<login>`); GITHUB_* variables without a
     token are recorded under `claimed`. Raises IdentityError for a token that does not
-    verify (an expired one, one for another audience)."""
+    verify (an expired one, one for another audience). `with_token`: the OIDC token
+    itself under `oidc_token`, for a signed approval to carry, so that whoever judges the
+    approval can check the issuer's signature on the identity again."""
     claims = verified_claims(env)
+    token = claims.get("token") if claims is not None else None
     identity: dict[str, Any] = {"user": local_user(env) if claims is None else
                                 f"{claims.get('actor', claims['sub'])}@github-actions",
                                 "via": "github-actions" if claims else "local",
                                 "verified": claims is not None}
     if claims is not None:
+        # The token goes only where it is asked for (an approval carries it: approve.py);
+        # everywhere else the verified claims are enough.
+        claims = {key: value for key, value in claims.items() if key != "token"}
         identity["oidc"] = claims
+        if with_token and token:
+            identity["oidc_token"] = token
         identity["verified_identities"] = [f"github:{claims['actor']}"] \
             if claims.get("actor") else [f"oidc:{claims['sub']}"]
         if claims.get("repository") and claims.get("run_id"):

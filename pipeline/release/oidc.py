@@ -78,8 +78,11 @@ def offered_token(env: Mapping[str, str], settings: OidcSettings) -> tuple[str, 
     return value, REQUEST_URL_ENV
 
 
-def verify_token(token: str, settings: OidcSettings, source: str) -> dict[str, Any]:
-    """The token's claims after checking signature (issuer's JWKS), iss, aud, exp, nbf."""
+def verify_token(token: str, settings: OidcSettings, source: str,
+                 at: float | None = None) -> dict[str, Any]:
+    """The token's claims after checking signature (issuer's JWKS), iss, aud, exp, nbf;
+    `at` (a Unix time): valid then rather than now (a token kept in a signed approval is
+    checked again later, at the moment the approval says it was given)."""
     issuer = settings.issuer.rstrip("/")
     where = f"OIDC token from {source}"
     config = _get_json(f"{issuer}/.well-known/openid-configuration", {},
@@ -91,7 +94,10 @@ def verify_token(token: str, settings: OidcSettings, source: str) -> dict[str, A
         key = jwt.PyJWKClient(jwks_uri, timeout=int(TIMEOUT_S)).get_signing_key_from_jwt(token)
         claims: dict[str, Any] = jwt.decode(
             token, key.key, algorithms=["RS256"], audience=settings.audience, issuer=issuer,
-            options={"require": ["exp", "iat", "iss", "aud", "sub"]}, leeway=30)
+            options={"require": ["exp", "iat", "iss", "aud", "sub"],
+                     "verify_exp": at is None, "verify_nbf": at is None}, leeway=30)
+        if at is not None and not claims["iat"] - 30 <= at <= claims["exp"] + 30:
+            raise jwt.ExpiredSignatureError("not valid at the time given")
     except jwt.ExpiredSignatureError:
         raise IdentityError(f"{where}: expired") from None
     except jwt.InvalidAudienceError:
@@ -106,7 +112,8 @@ def verify_token(token: str, settings: OidcSettings, source: str) -> dict[str, A
 
 def verified_claims(env: Mapping[str, str]) -> dict[str, Any] | None:
     """The verified identity claims of this process, None when no token is on offer;
-    raises IdentityError when one is offered and does not verify."""
+    raises IdentityError when one is offered and does not verify. The token itself is
+    under `token`, for an approval to carry (pipeline.release.signing.approvals)."""
     settings = OidcSettings.from_env(env)
     offered = offered_token(env, settings)
     if offered is None:
@@ -114,4 +121,25 @@ def verified_claims(env: Mapping[str, str]) -> dict[str, Any] | None:
     token, source = offered
     claims = verify_token(token, settings, source)
     found = {name: str(claims[name]) for name in CLAIMS if name in claims}
-    return {"issuer": settings.issuer, "audience": settings.audience, **found}
+    return {"issuer": settings.issuer, "audience": settings.audience, **found, "token": token}
+
+
+def claims_again(identity: Mapping[str, Any], issuers: set[str], at: float) -> str | None:
+    """Why the OIDC token an approval carries does not prove its recorded identity (checked
+    again against the issuer's keys, as valid at `at`, the approval's time), or None. The
+    claims alone are text its signer wrote; only the issuer's signature on them is not."""
+    oidc = identity.get("oidc_token")
+    claims = identity.get("oidc") if isinstance(identity.get("oidc"), Mapping) else {}
+    if not isinstance(oidc, str) or not isinstance(claims, Mapping):
+        return "it carries no OIDC token to check its identity against"
+    issuer = str(claims.get("issuer") or "").rstrip("/")
+    if issuer not in issuers:
+        return f"its identity was verified by {issuer!r}, an issuer not trusted here"
+    settings = OidcSettings(issuer, str(claims.get("audience") or DEFAULT_AUDIENCE))
+    try:
+        proven = verify_token(oidc, settings, "the approval", at)
+    except IdentityError as exc:
+        return str(exc)
+    if any(str(proven.get(name)) != str(claims[name]) for name in CLAIMS if name in claims):
+        return "its recorded identity is not the one its OIDC token says"
+    return None

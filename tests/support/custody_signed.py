@@ -9,6 +9,8 @@ import json
 
 from pipeline.digest import sha256_bytes
 from pipeline.release.manifest import manifest_key
+from pipeline.release.pointers import read_pointer
+from pipeline.release.signing.approvals import write_approval
 from pipeline.release.signing.dsse import Envelope, Signature, pae
 from pipeline.release.signing.keys import FileSigner
 from tests.support.custody import (
@@ -170,6 +172,26 @@ def rogue_issuer(world: CustodyWorld) -> CliResult:
     return world.promote("audited", release)
 
 
+def self_verified(world: CustodyWorld, token_actor: str | None) -> CliResult:
+    """rita holds an approver key and writes a "verified" GitHub identity into her own
+    signed approval, with no token (`token_actor` None) or with a real token of another
+    actor: the claims are text she wrote."""
+    release = world.staged(b"model-self-verified-" + str(token_actor).encode())
+    pointer, _ = read_pointer(world.store, NAME, "audited")
+    data = world.store.read(manifest_key(NAME, release))
+    assert data is not None
+    identity: dict[str, object] = {
+        "user": "rita@github-actions", "via": "github-actions", "verified": True,
+        "oidc": {"issuer": world.issuer.url, "audience": "serve-pipeline", "actor": "rita",
+                 "sub": "repo:acme/fraud:environment:rita"},
+        "verified_identities": ["github:rita"]}
+    if token_actor is not None:
+        identity["oidc_token"] = world.issuer.mint(actor=token_actor)
+    write_approval(world.store, NAME, release, sha256_bytes(data), "audited", pointer,
+                   FileSigner.from_file(world.keys["rita"]), "rita", identity)
+    return world.promote("audited", release)
+
+
 def copied_under_new_id(world: CustodyWorld, edit_id: bool) -> CliResult:
     """A staged release's manifest copied under a fresh release id (and, `edit_id`, with
     its release_id field rewritten to match): a release nobody published."""
@@ -307,6 +329,13 @@ SIGNED_ATTACKS = [
     Attack("identity verified by an issuer the approver chose", rogue_issuer,
            contains("an issuer environments/audited.yaml approval.oidc_issuers does not "
                     "trust")),
+    Attack("a verified identity written by the approver, no token",
+           lambda w: self_verified(w, None),
+           contains("its approver's verified identity is not proven: it carries no OIDC "
+                    "token")),
+    Attack("a verified identity written by the approver, another's token",
+           lambda w: self_verified(w, "mallory"),
+           contains("its recorded identity is not the one its OIDC token says")),
     Attack("manifest copied under a fresh id", lambda w: copied_under_new_id(w, False),
            contains("its manifest names release")),
     Attack("manifest copied under a fresh id, its id rewritten",

@@ -14,11 +14,13 @@ import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pipeline.digest import canonical_json, sha256_bytes
 from pipeline.release.identity import verifying_issuer
 from pipeline.release.manifest import iso, manifest_key, utc_now
+from pipeline.release.oidc import claims_again
 from pipeline.release.pointers import Pointer
 from pipeline.release.signing.approval_record import (
     Approval,
@@ -205,6 +207,14 @@ def judge(key: str, data: bytes | None, rules: ApprovalRules, release: tuple[str
                   f"its approver's identity was not verified (claimed: "
                   f"{', '.join(f'{k}={v}' for k, v in claimed.items()) or 'nothing'}); "
                   f"{rules.where} approval.verified_identity needs an OIDC-verified one")
+    if reason is None and rules.verified_identity:
+        # Recorded claims are text the approval's signer wrote; the issuer's signature on
+        # the token it carries is what proves them.
+        unproven = claims_again(identity, {i.rstrip("/") for i in rules.oidc_issuers},
+                                approval_time(predicate.approved_at))
+        if unproven is not None:
+            reason = (f"its approver's verified identity is not proven: {unproven} "
+                      f"({rules.where} approval.verified_identity)")
     if reason is None and rules.distinct_from_creator and identities & creators:
         reason = (f"is by the release's creator (same verified identity: "
                   f"{', '.join(sorted(identities & creators))}); {rules.where} "
@@ -215,3 +225,12 @@ def judge(key: str, data: bytes | None, rules: ApprovalRules, release: tuple[str
 def release_digest(store: Store, name: str, release_id: str) -> str | None:
     data = store.read(manifest_key(name, release_id))
     return sha256_bytes(data) if data is not None else None
+
+
+def approval_time(stamp: str | None) -> float:
+    """An approval's `approved_at` (ISO 8601) as a Unix time; 0 when unreadable (no token
+    is valid then)."""
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
