@@ -38,6 +38,16 @@ def _fraction_within(low: float, high: float, error: str, message: str) -> After
     return AfterValidator(checker)
 
 
+def _positive(what: str) -> AfterValidator:
+    """A check that a duration is longer than zero."""
+    def check(value: Duration) -> Duration:
+        if value.ns <= 0:
+            raise PydanticCustomError("duration", f"{what} must be longer than 0s", {})
+        return value
+    checker: Callable[[Duration], Duration] = check
+    return AfterValidator(checker)
+
+
 class ReadinessStage(StrictModel):
     timeout: DurationField = Field(default=Duration(120_000_000_000, "120s"), description=(
         "Deadline for the server and the model to report ready."))
@@ -112,7 +122,8 @@ class LatencyStage(StrictModel):
         "Requests in flight during the window (closed loop)."))
     warmup: DurationField = Field(default=Duration(5_000_000_000, "5s"), description=(
         "Traffic sent and discarded before the window."))
-    duration: DurationField = Field(default=Duration(20_000_000_000, "20s"), description=(
+    duration: Annotated[DurationField, _positive("the measurement")] = Field(
+        default=Duration(20_000_000_000, "20s"), description=(
         "Measurement time after the warm-up, split into stability.max_windows windows; a "
         "clear verdict stops earlier. A window is lengthened to hold window_requests at the "
         "warm-up's rate, up to max_duration in all."))

@@ -264,3 +264,9 @@ def test_a_value_of_another_type_is_not_coerced(project: Path) -> None:
     path = example_with(project, "format: torchscript", "format: torchscript\n  trusted: 'on'")
     [issue] = issues_of(path)
     assert "model.trusted: expected true or false, got 'on' (str)" in issue
+
+
+def test_a_latency_measurement_of_no_time_is_refused(project: Path) -> None:
+    path = example_with(project, "duration: 10s", "duration: 0s")
+    [issue] = issues_of(path)
+    assert "stages.latency.duration: the measurement must be longer than 0s" in issue
