@@ -89,7 +89,7 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str,
     Nothing after the swap can fail the move: an audit entry that cannot be written is a
     warning (`store verify --repair`, or the next move, writes it from the history)."""
     pointer, etag = read_pointer(store, name, environment)
-    check_no_lost_moves(store, name, environment, pointer)
+    check_no_lost_moves(store, name, environment)
     repair_audit(store, name, environment, pointer)
     digest = manifest_digest(store, name, release_id)
     check_manifest_unchanged(pointer, release_id, digest)
@@ -142,14 +142,18 @@ def write_audit(store: Store, name: str, environment: str, event: PointerEvent) 
                                      "name": name}))
 
 
-def lost_moves(store: Store, name: str, environment: str, pointer: Pointer) -> list[str]:
-    """Audit entries of moves of `environment` that its pointer's history does not hold:
-    the pointer was rewound (to make a spent approval count again, or to undo a rollback)
-    or rewritten. Each move's entry is named by the event itself (audit_key)."""
+def lost_moves(store: Store, name: str, environment: str, pointer: Pointer,
+               listed: list[str] | None = None) -> list[str]:
+    """Audit entries of moves of `environment` (among `listed`, default: the store's now)
+    that its pointer's history does not hold: the pointer was rewound (to make a spent
+    approval count again, or to undo a rollback) or rewritten. Each move's entry is named
+    by the event itself (audit_key). `pointer` must be read after the listing: a move's
+    entry is written after its swap, so a pointer read later holds every listed move."""
     # Compared without the tag: a move's entry written by an earlier version of the tool
     # has another tag for the same stamp and action.
     kept = {audit_key(name, environment, event).rpartition("-")[0] for event in pointer.events}
-    return sorted(key for key in store.list(f"audit/{name}/")
+    keys = listed if listed is not None else store.list(f"audit/{name}/")
+    return sorted(key for key in keys
                   if _is_move_of(key, environment) and key.rpartition("-")[0] not in kept)
 
 
@@ -187,8 +191,11 @@ def audit_disagreement(store: Store, name: str, environment: str,
     return None
 
 
-def check_no_lost_moves(store: Store, name: str, environment: str, pointer: Pointer) -> None:
-    lost = lost_moves(store, name, environment, pointer)
+def check_no_lost_moves(store: Store, name: str, environment: str) -> None:
+    # Listed first, the pointer read after: a concurrent move lands in both or in neither.
+    listed = store.list(f"audit/{name}/")
+    pointer, _ = read_pointer(store, name, environment)
+    lost = lost_moves(store, name, environment, pointer, listed)
     if lost:
         raise StoreError(f"the audit log records {len(lost)} moves of {environment} that its "
                          f"pointer does not hold (the latest: {lost[-1]}): the pointer was "
