@@ -105,12 +105,8 @@ def store_verify_reports(world: CustodyWorld) -> CliResult:
     return world.cli("store", "verify")
 
 
-def model_swapped(world: CustodyWorld) -> CliResult:
-    """After staging and approval, the manifest's model digest is swapped for another
-    release's model blob (present in the store, intact)."""
-    other = world.publish(b"model-unmeasured")
-    release = world.staged(b"model-measured")
-    assert world.approve(release).returncode == 0
+def swap_model(world: CustodyWorld, release: str, other: str) -> None:
+    """Rewrite `release`'s manifest to name `other`'s model blob (present and intact)."""
     manifest = _json(world, manifest_key(NAME, release))
     donor = next(b for b in _json(world, manifest_key(NAME, other))["blobs"]  # type: ignore
                  if b["role"] == "model")
@@ -119,6 +115,15 @@ def model_swapped(world: CustodyWorld) -> CliResult:
             blob.update(donor)
     manifest["model"] = {"sha256": donor["digest"]}
     world.overwrite(manifest_key(NAME, release), json.dumps(manifest, indent=2).encode())
+
+
+def model_swapped(world: CustodyWorld) -> CliResult:
+    """After staging and approval, the manifest's model digest is swapped for another
+    release's model blob (present in the store, intact)."""
+    other = world.publish(b"model-unmeasured")
+    release = world.staged(b"model-measured")
+    assert world.approve(release).returncode == 0
+    swap_model(world, release, other)
     return world.promote("production", release)
 
 
@@ -236,14 +241,7 @@ def materialize_swapped(world: CustodyWorld, target_environment: bool) -> CliRes
     # By id, a release no pointer took: only its attestation can tell (one a pointer took
     # is also held to the manifest that move recorded).
     release = world.staged(payload) if target_environment else world.publish(payload)
-    manifest = _json(world, manifest_key(NAME, release))
-    donor = next(b for b in _json(world, manifest_key(NAME, other))["blobs"]  # type: ignore
-                 if b["role"] == "model")
-    for blob in manifest["blobs"]:  # type: ignore[attr-defined]
-        if blob["role"] == "model":
-            blob.update(donor)
-    manifest["model"] = {"sha256": donor["digest"]}
-    world.overwrite(manifest_key(NAME, release), json.dumps(manifest, indent=2).encode())
+    swap_model(world, release, other)
     where = world.project / f"deployed-{target_environment}"
     return world.cli("materialize", "staging" if target_environment else release,
                      "--to", str(where))
