@@ -71,8 +71,10 @@ def test_a_canary_like_the_stable_release_passes(endpoints: tuple[Path, str, str
     code, body, output = judged(project, canary, stable)
     assert code == 0, output[-3000:]
     assert body["verdict"] == "pass" and body["regression"] == "no_regression"
+    # Only the upper bound decides (no_regression: under 1 + the 20% margin); on a busy
+    # machine the lower one has reached 0.79 in an A/A run, so it is only held near 1.
     low, high = body["metrics"]["p50_ms"]["interval"]
-    assert 0.8 < low <= high < 1.2
+    assert low < 1.05 and 0.95 < high < 1.2, (low, high)
     assert body["requests"]["canary"] > 0 and body["requests"]["stable"] > 0
     assert set(body["metrics"]) == {"p50_ms", "throughput_rps", "error_rate"}
 
