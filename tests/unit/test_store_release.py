@@ -76,3 +76,29 @@ def test_a_manifest_edited_after_promotion_is_refused(store: LocalStore) -> None
         rollback(store, "demo", "staging", None, "a")
     assert read_pointer(store, "demo", "staging")[0].current == second
     assert any("tampered" in p for p in verify_store(store).problems)
+
+
+class _MovesWhilePointerIsRead(LocalStore):
+    """A promotion of `release_id` lands just after verify's first read of the pointer:
+    the concurrent move of a busy store, timed where it once raised a false alarm."""
+
+    release_id = ""
+
+    def read(self, key: str) -> bytes | None:
+        data = super().read(key)
+        if key.startswith("environments/") and self.release_id:
+            release_id, self.release_id = self.release_id, ""
+            move_pointer(self, "demo", "staging", release_id, PointerAction.PROMOTE, "b")
+        return data
+
+
+def test_store_verify_takes_no_concurrent_move_for_a_lost_one(tmp_path: Path) -> None:
+    from pipeline.release.verify import verify_store
+
+    store = _MovesWhilePointerIsRead(tmp_path / "store", "file://store")
+    move_pointer(store, "demo", "staging", release(store, b"model-1"), PointerAction.PROMOTE,
+                 "a")
+    second = store.release_id = release(store, b"model-2")
+    assert verify_store(store).problems == []
+    assert read_pointer(store, "demo", "staging")[0].current == second   # it did move
+    assert verify_store(store).problems == []
