@@ -34,7 +34,8 @@ def _spec_and_store(file: Path, target: str,
     loaded = load_spec(file, None)
     if not is_release_id(target) and target in environment_names(loaded.workspace):
         loaded = load_spec(file, target)
-    return loaded, open_store(store_url, Path.cwd()) if store_url else store_for(loaded)
+    return loaded, open_store(store_url, Path.cwd(), create=False) if store_url else store_for(
+        loaded, create=False)
 
 
 def _release(file: Path, target: str, store_url: str | None) -> tuple[Store, Manifest]:

@@ -21,7 +21,7 @@ def write_reports(loaded: LoadedSpec, record: RunRecord, run_dir: Path) -> None:
     from pipeline.release.store import store_for
     from pipeline.report.formats import baseline_for, render
     try:
-        baseline = baseline_for(store_for(loaded), loaded.spec.name, record)
+        baseline = baseline_for(store_for(loaded, create=False), loaded.spec.name, record)
     except PipelineError:
         baseline = None
     release = release_evidence(loaded, record.release_id,
@@ -42,8 +42,8 @@ def release_evidence(loaded: LoadedSpec, release_id: str | None,
     if not release_id:
         return None
     try:
-        return release_dossier(store_for(loaded), loaded.spec.name, release_id, environment,
-                               approver_keys_by_environment(loaded))
+        return release_dossier(store_for(loaded, create=False), loaded.spec.name, release_id,
+                               environment, approver_keys_by_environment(loaded))
     except PipelineError as error:
         return str(error)
 
@@ -59,7 +59,7 @@ def find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:
     from pipeline.release.store import store_for
     if (runs_dir(loaded.workspace) / identifier / "record.json").is_file():
         return load_run_record(loaded.workspace, identifier)
-    store = store_for(loaded)
+    store = store_for(loaded, create=False)
     try:
         manifest = read_manifest(store, loaded.spec.name, identifier)
     except UsageError:

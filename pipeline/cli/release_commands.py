@@ -98,7 +98,7 @@ def history(environment: str, file: SpecFile = DEFAULT_SPEC,
     from pipeline.release.store import store_for
     from pipeline.servers.specs import load_spec
     loaded = load_spec(file, environment)
-    store = store_for(loaded)
+    store = store_for(loaded, create=False)
     pointer, _ = read_pointer(store, loaded.spec.name, environment)
     if output == "json":
         body = {"environment": environment, "current": pointer.current,
@@ -142,7 +142,7 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
     from pipeline.release.verify import verify_store
     from pipeline.servers.specs import load_spec
     loaded = load_spec(file, env)
-    store = store_for(loaded)
+    store = store_for(loaded, create=repair)
     rules, unreadable = approval_required(file, loaded)
 
     def unapproved(name: str, environment: str, event: PointerEvent,
@@ -197,7 +197,7 @@ def releases_command(file: SpecFile = DEFAULT_SPEC,
     from pipeline.release.store import store_for
     from pipeline.servers.specs import load_spec
     loaded = load_spec(file, None)
-    store = store_for(loaded)
+    store = store_for(loaded, create=False)
     name = loaded.spec.name
     rows = release_rows(store, name)
     if output == "json":

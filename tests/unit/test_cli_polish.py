@@ -122,3 +122,11 @@ def test_a_removed_working_folder_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert f"{gone}: the working folder no longer exists" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [["history", "staging"], ["releases"], ["store", "verify"]])
+def test_a_command_that_only_reads_leaves_no_store_behind(project: Path,
+                                                          command: list[str]) -> None:
+    shown = CliRunner().invoke(app, [*command, "-f", "serve.yaml"], terminal_width=400)
+    assert shown.exit_code == 0, shown.output
+    assert not (project / ".serve-pipeline" / "store").exists()

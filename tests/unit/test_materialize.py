@@ -140,7 +140,7 @@ def test_the_command_writes_the_live_release(triton: ExampleRelease, project: Pa
     (["materialize", "20260101T000000Z-00000000", "--to", "out"], 2,
      "error: no release 20260101T000000Z-00000000 of 'fraud-mlp' in file://"),
     (["materialize", "production", "--to", "out", "--store", "file://serve.yaml/store"], 3,
-     "error: store file://serve.yaml/store: cannot create"),
+     "error: store file://serve.yaml/store: /"),
 ])
 def test_bad_input_is_one_line_and_an_exit_code(triton: ExampleRelease, project: Path,
                                                 capsys: pytest.CaptureFixture[str],
