@@ -371,6 +371,14 @@ class RemoteLiveness:
         self.headers = headers or {}
         self.checked = 0.0
         self.answering = True
+        self.ever_answered = False
+
+    def stopped(self, what: str) -> str:
+        """Why the server at `what` is dead: it stopped answering, or never did (nothing
+        listens there: a wrong URL, or a server not running)."""
+        if self.ever_answered:
+            return f"{what} stopped answering"
+        return f"{what} never answered: no server is running there, or this is not its URL"
 
     def __call__(self) -> bool:
         now = time.monotonic()
@@ -378,7 +386,7 @@ class RemoteLiveness:
             self.checked = now
             try:
                 http.call("GET", self.url, headers=self.headers, timeout_s=2.0)
-                self.answering = True
+                self.answering = self.ever_answered = True
             except http.Unreachable:
                 self.answering = False
         return self.answering

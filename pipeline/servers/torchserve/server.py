@@ -89,7 +89,7 @@ class TorchServeEndpoint(EndpointLifecycle):
         self._answering = RemoteLiveness(f"{self.metrics_url}/metrics")
 
     def describe_death(self) -> str:
-        return f"TorchServe at {self.inference_url} stopped answering"
+        return self._answering.stopped(f"TorchServe at {self.inference_url}")
 
     def log_excerpt(self) -> str:
         return f"{self.management_url} did not report the workers READY"

@@ -169,7 +169,7 @@ class TritonEndpoint(EndpointLifecycle):
         self._answering = RemoteLiveness(f"{self.base_url}/v2/health/live")
 
     def describe_death(self) -> str:
-        return f"the server at {self.base_url} stopped answering"
+        return self._answering.stopped(f"the server at {self.base_url}")
 
     def is_ready(self, timeout_s: float = 2.0) -> bool:
         try:
