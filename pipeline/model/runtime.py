@@ -35,7 +35,7 @@ class LoadedModel:
                                      input_names)
         elif fmt in ("torchscript", "eager"):
             self._run = _torch_runner(fmt, model_path, self.output_names, entrypoint, trusted,
-                                      device, threads)
+                                      device, threads, input_names)
         else:
             raise ValueError(f"unknown model format {fmt!r}")
 
@@ -78,8 +78,9 @@ def _onnx_runner(model_path: Path, output_names: list[str], device: str,
 
 
 def _torch_runner(fmt: str, model_path: Path, output_names: list[str], entrypoint: str | None,
-                  trusted: bool, device: str,
-                  threads: int | None) -> Callable[[list[Array]], list[Array]]:
+                  trusted: bool, device: str, threads: int | None,
+                  spec_inputs: Sequence[str] | None = None
+                  ) -> Callable[[list[Array]], list[Array]]:
     import torch
 
     if threads:
@@ -95,12 +96,16 @@ def _torch_runner(fmt: str, model_path: Path, output_names: list[str], entrypoin
         module.load_state_dict(state)
         module.to(device)
     module.eval()
+    keywords = _keyword_inputs(_forward_arguments(module), spec_inputs)
 
     def run(inputs: list[Array]) -> list[Array]:
         arguments = [_texts(a) if a.dtype.char in "OSU" else
                      torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in inputs]
         with torch.inference_mode():
-            result = module(*arguments)
+            if keywords is None:
+                result = module(*arguments)
+            else:
+                result = module(**dict(zip(keywords, arguments, strict=True)))
         if isinstance(result, dict):
             result = [result[name] for name in output_names]
         elif isinstance(result, torch.Tensor) or _is_texts(result):
@@ -109,6 +114,42 @@ def _torch_runner(fmt: str, model_path: Path, output_names: list[str], entrypoin
                 for r in result]
 
     return run
+
+
+def _forward_arguments(module: Any) -> list[str] | None:
+    """The names `forward` takes, self left out; None where they cannot be known (a
+    forward of *args)."""
+    import inspect
+
+    schema = getattr(getattr(module, "forward", None), "schema", None)
+    if schema is not None:        # TorchScript, scripted or traced: its schema keeps them
+        return [argument.name for argument in schema.arguments][1:]
+    parameters = inspect.signature(module.forward).parameters.values()
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+        return None
+    return [p.name for p in parameters]
+
+
+def _keyword_inputs(forward: list[str] | None, spec_inputs: Sequence[str] | None
+                    ) -> list[str] | None:
+    """How the spec's inputs reach `forward`: by name (returned, spec order) when forward
+    takes every one of them, in any order; by position (None) when it takes none of them
+    by name (the spec's names are then only the wire's, as Triton's PyTorch backend does
+    with INPUT__0 names). Some but not all is a spec error: matched by position, two
+    inputs in another order than forward's would be swapped silently, in the reference
+    and the server alike."""
+    if spec_inputs is None or forward is None:
+        return None
+    named = [name for name in spec_inputs if name in forward]
+    if not named:
+        return None
+    if len(named) != len(spec_inputs):
+        unknown = [name for name in spec_inputs if name not in forward]
+        raise ValueError(f"the model's forward takes {', '.join(forward)}; the spec declares "
+                         f"{', '.join(spec_inputs)}, and {', '.join(unknown)} is not among them "
+                         "(model.inputs names must be forward's argument names, or none of "
+                         "them: then they are fed in the spec's order)")
+    return list(spec_inputs)
 
 
 def _texts(array: Array) -> list[str]:
