@@ -1,13 +1,15 @@
 """parity: served outputs against the source model run in-process, then the failure path.
 
-Reference and server see the same batches: single items and a full batch of
-`max_batch_size`, at the smallest, the middle and the largest of `model.sizes` when an
-input has a variable dimension. Both sides' outputs are held to the spec's names, per-item shapes
-(`parity.output_contract`) and dtypes (`parity.output_dtype`) and must be finite unless
-the spec allows otherwise (`parity.finite_outputs`); the same batches sent again must
-give the same outputs (within the tolerance). A reference that raises fails the stage
-in one line naming the sample batch. Failure probes send what a broken client would
-send; each must get a 4xx and the server must stay ready.
+Reference and server see the same batches: the first samples one at a time, then every
+sample in batches of `max_batch_size`, at the smallest, the middle and the largest of
+`model.sizes` when an input has a variable dimension. An item's answer alone must be its
+answer in a batch (`parity.batch_invariant`): dynamic batching mixes clients' requests.
+Both sides' outputs are held to the spec's names, per-item shapes (`parity.output_contract`)
+and dtypes (`parity.output_dtype`) and must be finite unless the spec allows otherwise
+(`parity.finite_outputs`); the same batches sent again must give the same outputs (within
+the tolerance). A reference that raises fails the stage in one line naming the sample
+batch. Failure probes send what a broken client would send; each must get a 4xx and the
+server must stay ready.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from pipeline import metric_names as m
 from pipeline.context import RunContext
 from pipeline.errors import ServerError
 from pipeline.measure.memory import process_tree_memory
+from pipeline.model.batch_invariance import BatchInvariance
 from pipeline.model.contract import ContractCheck
 from pipeline.model.nonfinite import FiniteCheck
 from pipeline.model.reference import ReferenceFailed, expected_outputs
 from pipeline.model.runtime import LoadedModel
-from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch, samples_at, take
+from pipeline.model.tensors import NUMPY_DTYPES, Array, Batch, samples_at
 from pipeline.outcomes.parity import ParityOutcome
 from pipeline.servers import http, server_kind
 from pipeline.servers.base import ModelServer, send
@@ -49,11 +52,13 @@ class Comparison:
 
     contract: ContractCheck           # served and reference outputs against the spec
     finite: FiniteCheck               # their NaN and Inf
+    batching: BatchInvariance         # an item alone against the same item in a batch
     elements: int = 0                 # output elements compared
     mismatched: int = 0               # of those, outside atol + rtol * |reference|
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
     requests: int = 0                 # requests sent (batched and single items)
+    items: int = 0                    # items in them (a sample alone and in a batch: twice)
     problems: list[str] | None = None
     served_dtypes: dict[str, set[str]] = field(default_factory=dict)
     model_dtypes: dict[str, set[str]] = field(default_factory=dict)
@@ -133,24 +138,36 @@ Served = list[tuple[str, Batch, dict[str, Array]]]
 class SampleBatch:
     label: str        # "sample batch 3 of 9 (sample 3)": how messages name it
     batch: Batch
-    items: int
+    size: int | None  # the variable dimensions' size (None: fixed, or the data file's)
+    samples: tuple[int, ...]   # row j is sample samples[j] of that size's samples
+
+    @property
+    def items(self) -> int:
+        return len(self.samples)
 
 
 def sample_batches(spec: Spec, sized: list[tuple[int | None, Batch]]) -> list[SampleBatch]:
-    """At each size: single items, then one full batch of max_batch_size (wrapping round
-    the samples)."""
-    starts = []
+    """At each size: the first SINGLE_ITEMS samples one at a time, then every sample in
+    batches of max_batch_size, the first always full (wrapping round the samples when
+    there are fewer): the largest batch is served, and no sample goes unsent."""
+    mbs = spec.server.batching.max_batch_size
+    planned: list[tuple[int | None, Batch, tuple[int, ...]]] = []
     for size, samples in sized:
         available = next(iter(samples.values())).shape[0]
-        starts += [(size, samples, start, 1) for start in range(min(SINGLE_ITEMS, available))]
-        starts.append((size, samples, 0, spec.server.batching.max_batch_size))
+        alone = available if mbs == 1 else min(SINGLE_ITEMS, available)
+        planned += [(size, samples, (start,)) for start in range(alone)]
+        starts = range(0, max(available, 1), mbs) if mbs > 1 else range(0)
+        planned += [(size, samples, tuple((start + row) % available for row in range(
+            mbs if start == 0 else min(mbs, available - start)))) for start in starts]
     batches = []
-    for index, (size, samples, start, items) in enumerate(starts):
-        which = f"sample {start + 1}" if items == 1 else f"{items} items from sample {start + 1}"
+    for index, (size, samples, rows) in enumerate(planned):
+        which = f"sample {rows[0] + 1}" if len(rows) == 1 else \
+            f"{len(rows)} items from sample {rows[0] + 1}"
         if size is not None:
             which = f"size {size}, {which}"
-        batches.append(SampleBatch(f"sample batch {index + 1} of {len(starts)} ({which})",
-                                   take(samples, items, start), items))
+        batches.append(SampleBatch(f"sample batch {index + 1} of {len(planned)} ({which})",
+                                   {name: array[list(rows)] for name, array in samples.items()},
+                                   size, rows))
     return batches
 
 
@@ -160,7 +177,9 @@ def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel
     held to the spec's outputs; ReferenceFailed when the reference raises on one."""
     spec = ctx.loaded.spec
     outputs = spec.model.outputs
-    comparison = Comparison(ContractCheck(outputs), FiniteCheck(outputs))
+    parity = spec.stages.parity
+    comparison = Comparison(ContractCheck(outputs), FiniteCheck(outputs),
+                            BatchInvariance(parity.atol, parity.rtol))
     answered: Served = []
     for sample in sample_batches(spec, samples):
         computed = expected_outputs(reference, [sample.batch[t.name] for t in spec.model.inputs],
@@ -169,6 +188,7 @@ def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel
         check_answer(comparison, "reference", expected, sample)
         reply = send(server.infer_request(sample.batch), REQUEST_TIMEOUT_S)
         comparison.requests += 1
+        comparison.items += sample.items
         for name, want in expected.items():
             comparison.model_dtypes.setdefault(name, set()).add(dtype_name(want))
         if reply.status != 200:
@@ -178,6 +198,10 @@ def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel
             continue
         served = server.decode_outputs(reply)
         check_answer(comparison, "served", served, sample)
+        if sample.items == 1:
+            comparison.batching.single(sample.size, sample.samples[0], served)
+        else:
+            comparison.batching.batch(sample.size, list(sample.samples), served, sample.label)
         answered.append((sample.label, sample.batch, served))
         compare_answer(spec, comparison, sample.label, served, expected)
     check_repeats(spec, server, answered, comparison)
@@ -406,13 +430,17 @@ def run_probes(ctx: RunContext, server: ModelServer) -> tuple[list[Gate], list[d
     return gates, details
 
 
-def reference_failure(failed: ReferenceFailed) -> StageResult:
-    """Parity without expected outputs: failed, in one line naming the batch and the error."""
+def reference_failure(failed: ReferenceFailed, generated: bool) -> StageResult:
+    """Parity without expected outputs: failed, in one line naming the batch and the error,
+    and, when parity made its inputs up, that a data file sends real ones."""
     gate = Gate("parity.reference", f"raised {failed.error} on {failed.label}",
                 "outputs for every sample batch", False)
     result = StageResult.judged(NAME, [gate], "", details={"reference_error": failed.error,
                                                            "sample_batch": failed.label})
     result.message = str(failed)
+    if generated:
+        result.message += (" (parity generated these inputs, within each input's declared "
+                           "dtype and shape; stages.parity.data sends real ones)")
     return result
 
 
@@ -424,12 +452,13 @@ def run(ctx: RunContext) -> StageResult:
     try:
         comparison = compare_outputs(ctx, server, reference, samples)
     except ReferenceFailed as failed:
-        return reference_failure(failed)
+        return reference_failure(failed, spec.stages.parity.data is None)
     ctx.require_server()        # a model process that died meanwhile is the server failing
     parity = spec.stages.parity
     gates = [Gate.at_most("parity.mismatched_elements", float(comparison.mismatched), 0.0),
              comparison.contract.gate(), comparison.finite.gate(),
-             dtype_gate(spec, comparison), determinism_gate(comparison)]
+             dtype_gate(spec, comparison), determinism_gate(comparison),
+             comparison.batching.gate()]
     probe_details: list[dict[str, Any]] = []
     if spec.stages.failure.enabled:
         probe_gates, probe_details = run_probes(ctx, server)
@@ -447,10 +476,12 @@ def run(ctx: RunContext) -> StageResult:
         parity_contract_breaches=float(len(comparison.contract.breaches)),
         failure_probes=float(len(probe_details)),
     )
-    message = (f"{comparison.elements} output values from {comparison.requests} requests "
-               f"within atol {parity.atol:g} + rtol {parity.rtol:g} (max |Δ| "
-               f"{comparison.max_abs_error:.2g}), shaped as declared, the same when sent "
-               f"again; {len(probe_details)} bad requests failed cleanly")
+    sent = sum(next(iter(batch.values())).shape[0] for _, batch in samples)
+    message = (f"{comparison.elements} output values of {sent} samples, in "
+               f"{comparison.requests} requests, within atol {parity.atol:g} + rtol "
+               f"{parity.rtol:g} (max |Δ| {comparison.max_abs_error:.2g}), shaped as "
+               "declared, the same when sent again and alone as in a batch; "
+               f"{len(probe_details)} bad requests failed cleanly")
     findings = [p["finding"] for p in probe_details if p.get("finding")]
     if findings:
         message += "; " + "; ".join(findings)

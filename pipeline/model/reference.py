@@ -24,13 +24,24 @@ def load_reference(loaded: LoadedSpec, model_file: Path) -> LoadedModel:
                             f"{model.format}: {type(exc).__name__}: {exc}") from None
 
 
+def one_line(message: str, limit: int = 300) -> str:
+    """An exception's text in one line of at most `limit` characters. A long text of many
+    lines keeps its last one whole: TorchScript's interpreter puts the cause ("index out of
+    range in self") after a serialized-code traceback of a thousand characters or more."""
+    text = " ".join(message.split())
+    if len(text) <= limit:
+        return text
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    last = " ".join(lines[-1].split())[: limit // 2] if len(lines) > 1 else ""
+    head = limit - len(last) - 3
+    return f"{text[:head]}… {last}" if last else text[: limit - 1] + "…"
+
+
 class ReferenceFailed(PipelineError):
     """The reference raised on a batch parity sent: its expected outputs do not exist."""
 
     def __init__(self, label: str, exc: BaseException) -> None:
-        text = " ".join(str(exc).split())        # one line, however the model worded it
-        if len(text) > 300:
-            text = text[:299] + "…"
+        text = one_line(str(exc))
         self.label = label
         self.error = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         super().__init__(f"the reference raised on {label}: {self.error}")

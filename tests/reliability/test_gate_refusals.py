@@ -59,6 +59,7 @@ def judged(matrix: Matrix, case: str, verdict: GateVerdict) -> None:
         ("wrong_output_dtype", "float64_output", None, "parity.output_dtype", "failed"),
         ("wrong_output_shape", "wrong_shape", None, "parity.output_contract", "failed"),
         ("nan_output", "nan_output", None, "parity.finite_outputs", "failed"),
+        ("batch_dependent", "batch_dependent", None, "parity.batch_invariant", "failed"),
         ("memory_growth", "leak", None, "latency.memory_growth", "failed"),
     ]])
 def test_a_bad_model_is_refused_by_its_gate(tmp_path: Path, matrix: Matrix, case: str,

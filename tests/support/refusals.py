@@ -75,6 +75,11 @@ BEHAVIOURS = {
     "wrong_shape": "        scores = scores[..., :3]",
     # NaN everywhere, on both sides: a match for parity, refused as non-finite.
     "nan_output": "        scores = scores * float('nan')",
+    # Each item's scores shifted by the batch's mean features: the same item answers
+    # differently with other items beside it. Reference and server agree on every batch;
+    # only an item held against itself served alone shows it.
+    "batch_dependent": ("        scores = torch.softmax(self.layers(features - "
+                        "features.mean(0, keepdim=True)), dim=-1)"),
     "padded": "",
 }
 
