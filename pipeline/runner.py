@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from pipeline import __version__
+from pipeline import __version__, interrupts
 from pipeline.context import RunContext
 from pipeline.errors import PipelineError, UsageError
 from pipeline.preflight import PreflightFailed, Scope, require_ready
@@ -58,17 +58,25 @@ def _no_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM too: the CLI handles it as Ctrl-C, and one sent after a Ctrl-C (a CI runner
+    # cancelling the job) would cut the server's stop short and leave the record unwritten.
+    previous = {signum: signal.signal(signum, signal.SIG_IGN)
+                for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _run_stage(stage: Stage, ctx: RunContext) -> StageResult:
     started = time.monotonic()
     try:
+        if interrupts.requested():      # an interrupt swallowed before the stage began
+            raise KeyboardInterrupt
         result = stage.run(ctx)
+        if interrupts.requested():      # or swallowed inside it: its result does not count
+            raise KeyboardInterrupt
     except PipelineError as exc:
         result = StageResult(stage.NAME, Status.FAILED, str(exc), exit_code=exc.exit_code)
     except Exception as exc:   # a model or library fault the stage did not name

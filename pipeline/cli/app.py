@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pipeline import __version__
+from pipeline import __version__, interrupts
 from pipeline.cli.canary_commands import JudgeCommand, judge_command
 from pipeline.cli.compare import compare
 from pipeline.cli.deploy_commands import (
@@ -105,6 +105,7 @@ add_command(export_app, export_argo_command, "argo")
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    interrupts.request()      # kept even where the exception below is swallowed
     raise KeyboardInterrupt
 
 
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     # would let asyncio.run take SIGINT over (it cancels the running task instead), and a
     # cancellation that reaches a task as it returns is lost: a Ctrl-C during a load
     # window was seen to leave the run going to the end, and exit 0.
+    interrupts.clear()
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pipeline import interrupts
+
 
 class LoadAborted(Exception):
     """The watchdog said stop (the server died)."""
@@ -25,7 +27,7 @@ async def _watch(should_stop: Callable[[], bool], tasks: Sequence[asyncio.Task[A
     while True:
         await asyncio.sleep(0.1)
         tick(time.perf_counter() - started)
-        if should_stop():
+        if should_stop() or interrupts.requested():
             for task in tasks:
                 task.cancel()
             return
@@ -37,6 +39,8 @@ async def supervise(work: Sequence[asyncio.Task[Any]], should_stop: Callable[[],
     try:
         await asyncio.gather(*work)
     except asyncio.CancelledError:
+        if interrupts.requested():
+            raise KeyboardInterrupt from None
         if should_stop():
             raise LoadAborted() from None
         raise

@@ -168,6 +168,30 @@ def test_ctrl_c_in_a_stage_tears_down_and_aborts_the_rest(ctx: RunContext) -> No
         (Status.ABORTED, "aborted: second was interrupted")]
 
 
+def test_an_interrupt_a_stage_swallowed_still_stops_the_run(ctx: RunContext) -> None:
+    """The handler's KeyboardInterrupt can be lost (raised inside a finalizer or an asyncio
+    task): the stage then returns, and only the flag the handler set says what happened."""
+    from pipeline import interrupts
+
+    def swallowed(ctx: RunContext) -> StageResult:
+        interrupts.request()
+        return StageResult("second", Status.PASSED, "measured to the end")
+
+    log: list[str] = []
+    stages = stages_of(log, first=passes("first"), second=swallowed, third=passes("third"))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_pipeline(ctx, git=no_git, stages=stages)
+    finally:
+        interrupts.clear()
+    assert log == ["first", "second"]                    # third (publish, say) never ran
+    record = RunRecord.from_json(json.loads((ctx.run_dir / "record.json").read_text()))
+    assert record.interrupted and record.status == "failed"
+    assert [(s.status, s.message) for s in record.stages[1:]] == [
+        (Status.FAILED, "interrupted (Ctrl-C or SIGTERM)"),
+        (Status.ABORTED, "aborted: second was interrupted")]
+
+
 def test_teardown_starts_after_the_last_server_stage(ctx: RunContext) -> None:
     log: list[str] = []
     teardown = Teardown()
