@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -13,6 +14,12 @@ from pathlib import Path
 from types import TracebackType
 
 import psutil
+
+# util-linux's setpriv (in every Debian and Ubuntu base image): the child is sent SIGTERM
+# when the thread that started it dies, so a tool killed with SIGKILL (a CI job's timeout,
+# the OOM killer) leaves no server holding ports, memory or a GPU, and Triton's graceful
+# stop still removes its /dev/shm regions. None where it is missing (then nothing does).
+SETPRIV = shutil.which("setpriv")
 
 
 def log_tail(path: Path, lines: int = 12) -> list[str]:
@@ -44,9 +51,14 @@ class ManagedProcess:
 
     def start(self) -> ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = self.argv
+        # Tied to the main thread only: the signal follows the starting thread, and a
+        # worker thread (the `serve` host's) may end while its server should go on.
+        if SETPRIV is not None and threading.current_thread() is threading.main_thread():
+            argv = [SETPRIV, "--pdeathsig", "TERM", "--", *argv]
         with self.log_path.open("ab") as log:
             self._popen = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self.env, cwd=self.cwd, start_new_session=True)
         self.started_at = time.monotonic()
         return self

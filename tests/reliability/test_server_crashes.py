@@ -136,3 +136,37 @@ def test_a_server_killed_mid_measurement(project: Path, tally: Tally, kind: str,
     leftovers = [p for p in psutil.process_iter(["cmdline"])
                  if str(folder) in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []
+
+
+def test_the_tool_killed_takes_its_server_with_it(project: Path, tally: Tally) -> None:
+    """SIGKILL of the tool (a CI job's timeout, the OOM killer) runs no teardown: the server
+    gets SIGTERM from the kernel instead (setpriv --pdeathsig) and stops gracefully, so no
+    server, python stub or /dev/shm region of it is left behind."""
+    folder = spec_for(project, "triton", "latency")
+    process = start_cli(["run"], folder)
+    try:
+        record = wait_until_running(folder, "latency")
+        server = int(next(s for s in stages_of(record)
+                          if s["name"] == "start")["details"]["pid"])  # type: ignore[index]
+        family = [server, *(p.pid for p in psutil.Process(server).children(recursive=True))]
+        time.sleep(1.0)
+        process.kill()
+        process.communicate(timeout=30)
+        tally.add("kills")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in family):
+            time.sleep(0.2)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    alive = [p for p in family if psutil.pid_exists(p)
+             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    # Its regions are named after the tool's pid (TritonServer.shm_prefix).
+    regions = list(Path("/dev/shm").glob(f"triton_python_backend_shm_region_sp{process.pid}x*"))
+    for pid in alive:                                 # never leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    for region in regions:
+        region.unlink(missing_ok=True)
+    assert alive == [], "the server outlived the tool"
+    assert regions == [], regions
