@@ -10,6 +10,7 @@ again comes out as it went in.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import metric_names as m
-from pipeline.errors import UsageError
+from pipeline.errors import PipelineError, UsageError
 from pipeline.outcomes.latency import LatencyOutcome
 from pipeline.outcomes.saturation import SaturationOutcome
 from pipeline.stage_result import Gate, StageResult, Status, finite
@@ -194,10 +195,21 @@ def _mapping(value: Any) -> dict[str, Any] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
 
+class RecordUnwritable(PipelineError):
+    """The run folder cannot take the record (a full disk, a read-only folder)."""
+
+
 def write_record(path: Path, record: RunRecord) -> None:
+    """Atomically: the record as it was, or as it is now, never half of it."""
     temp = path.with_suffix(".json.tmp")
-    temp.write_text(json.dumps(record.to_json(), indent=2, default=str))
-    os.replace(temp, path)
+    try:
+        temp.write_text(json.dumps(record.to_json(), indent=2, default=str))
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temp.unlink(missing_ok=True)
+        raise RecordUnwritable(f"cannot write the run record {path}: "
+                               f"{exc.strerror or exc}") from None
 
 
 def load_run_record(workspace: Path, run_id: str) -> RunRecord:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import platform
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -18,7 +19,7 @@ from pipeline.context import RunContext
 from pipeline.errors import PipelineError, UsageError
 from pipeline.preflight import PreflightFailed, Scope, require_ready
 from pipeline.provenance import git_state
-from pipeline.record import RunRecord, ServerInfo, write_record
+from pipeline.record import RecordUnwritable, RunRecord, ServerInfo, write_record
 from pipeline.release.manifest import iso, utc_now
 from pipeline.stage import Stage
 from pipeline.stage_result import RunStatus, StageResult, Status
@@ -215,7 +216,11 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
         if ctx.server is not None and ctx.server.process is not None:
             record.server.exit = ctx.server.process.describe_exit()
         _finish_record(record, ctx, interrupted, time.monotonic() - started, len(stages))
-        write_record(record_path, record)
+        try:
+            write_record(record_path, record)
+        except RecordUnwritable:
+            if sys.exc_info()[1] is None:   # else the error in flight is the one to report
+                raise
     if interrupted:
         raise KeyboardInterrupt
     return record

@@ -53,11 +53,18 @@ class LocalStore:
             os.close(descriptor)
 
     def _write_temp(self, final: Path, data: bytes) -> Path:
+        """A synced temp file beside `final`; none is left when writing it fails (a full
+        disk), so a failed write leaves the store as it was."""
         temp = self._temp(final)
-        with temp.open("wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with temp.open("wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
+            raise
         return temp
 
     def _write_replacing(self, final: Path, data: bytes) -> None:
