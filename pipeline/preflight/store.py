@@ -17,7 +17,7 @@ from pipeline.release.manifest import read_manifest
 from pipeline.release.pointers import read_pointer
 from pipeline.release.policy import source_release
 from pipeline.release.store.base import Store
-from pipeline.release.store.local import LocalStore
+from pipeline.release.store.local import LocalStore, unwritable_reason
 from pipeline.spec.models import LoadedSpec
 
 if TYPE_CHECKING:
@@ -68,8 +68,8 @@ def _local(url: str, workspace: Path) -> tuple[Store | None, Check]:
         return None, Check.failed(NAME, f"{url}: {existing} is not a folder: fix publish.store",
                                   STORE)
     if not os.access(existing, os.W_OK | os.X_OK):
-        return None, Check.failed(NAME, f"{url}: {existing} is not writable by this user: "
-                                        "fix its permissions or publish.store", STORE)
+        return None, Check.failed(NAME, f"{url}: {existing} {unwritable_reason(existing)}, "
+                                        "or change publish.store", STORE)
     shown = "exists" if existing == root else f"will be created in {existing}"
     return LocalStore(root, url), Check.ok(NAME, f"{url}: {root} {shown}, writable")
 

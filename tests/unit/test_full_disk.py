@@ -42,3 +42,19 @@ def test_a_store_write_that_fails_leaves_no_temp_file(tmp_path: Path,
         store.create("audit/demo/one.json", b"{}")
     left = [p.name for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
     assert left == []
+
+
+def test_a_read_only_file_system_is_named_as_such(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not as a permissions problem (root could not write there either). statvfs is faked:
+    a read-only mount needs privileges a test cannot assume; a real `mount -o remount,ro`
+    showed the same flag."""
+    from pipeline.release.store.local import unwritable_reason
+
+    assert "not writable by this user (EACCES)" in unwritable_reason(tmp_path)
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    monkeypatch.setattr(os, "statvfs", lambda _: ReadOnly())
+    assert unwritable_reason(tmp_path) == "is on a read-only file system (EROFS)"

@@ -3,13 +3,12 @@ place that picks a backend from a store URL."""
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 
 from pipeline.errors import StoreError
 from pipeline.release.store.base import Store
-from pipeline.release.store.local import LocalStore
+from pipeline.release.store.local import LocalStore, unwritable_reason
 from pipeline.spec.models import LoadedSpec
 
 
@@ -31,7 +30,7 @@ def open_store(url: str, workspace: Path, endpoint_url: str | None = None,
         except OSError as exc:
             raise StoreError(f"store {url}: cannot create {root}: {exc.strerror}") from None
         if not os.access(root, os.W_OK):
-            raise StoreError(f"store {url}: {root} is not writable ({errno.errorcode[13]})")
+            raise StoreError(f"store {url}: {root} {unwritable_reason(root)}")
         return LocalStore(root, url)
     if url.startswith("s3://"):
         from pipeline.release.store.s3 import S3Store

@@ -17,6 +17,18 @@ from pipeline.release.store.base import blob_key, read_verified
 CHUNK = 1 << 20
 
 
+def unwritable_reason(folder: Path) -> str:
+    """Why this process cannot write into `folder` (os.access said so): a read-only file
+    system (permissions would not help: root cannot write there either), or permissions."""
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        return "is on a read-only file system (EROFS)"
+    return "is not writable by this user (EACCES): fix its permissions"
+
+
 class LocalStore:
     """A directory. Writes go to a temp file that is fsynced and then linked or renamed
     into place, so a reader never sees half a file and a crash leaves only temp files."""
