@@ -127,6 +127,17 @@ def test_parity_refuses_a_wrong_dtype_and_a_non_deterministic_model(
         assert parity["metrics"]["parity_repeat_differing"] == failed[gate]["observed"]
 
 
+def test_a_model_that_refuses_the_warm_up_still_serves_on_torchserve(project: Path) -> None:
+    """The handler warms up on zeros; a model that raises there is served as on Triton
+    (its workers used to die, and TorchServe restarted them forever)."""
+    folder = spec_folder(project, "torchserve")
+    serving(folder, "refuses_zeros")
+    result = cli(["run", "--stages", "parity"], folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = next((folder / ".serve-pipeline" / "runs").glob("*/server.log")).read_text()
+    assert "warm-up on zeros failed (not fatal" in log and "an all-zero item" in log
+
+
 def test_torchserve_serves_the_dtype_the_model_computes(project: Path,
                                                         started: ExitStack,
                                                         tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-BadModel = Literal["raising", "wrong_dtype", "noisy"]
+BadModel = Literal["raising", "wrong_dtype", "noisy", "refuses_zeros"]
 
 FORWARDS: dict[BadModel, str] = {
     # Every 50th execution raises: 2% of the batches the server forms, in every worker.
@@ -26,6 +26,12 @@ FORWARDS: dict[BadModel, str] = {
     # Noise far above parity's tolerance: the same inputs never give the same outputs.
     "noisy": ("        noise = 1e-3 * torch.rand(x.shape[0], 4)\n"
               "        return torch.softmax(self.linear(x), dim=-1) + noise\n"),
+    # Not bad for real inputs: it only refuses an item of all zeros (a padding row, say),
+    # which TorchServe's handler warms up on.
+    "refuses_zeros": (
+        "        if bool((x == 0).all(dim=-1).any()):\n"
+        "            raise RuntimeError('an all-zero item')\n"
+        "        return torch.softmax(self.linear(x), dim=-1)\n"),
 }
 
 TEMPLATE = """import torch

@@ -187,10 +187,18 @@ class ServePipelineHandler:
             entrypoint=os.path.join(model_dir, entrypoint) if entrypoint else None,
             trusted=bool(self.spec.get("trusted")), threads=1,
             input_names=[t["name"] for t in self.spec["inputs"]])
-        for size in self.spec.get("sizes", [None]):
-            for items in (1, self.spec["max_items"]):
-                self.model([_zeros((items, *_sized(t["shape"], size)), t["dtype"])
-                            for t in self.spec["inputs"]])
+        # A warm-up, so that the first measured requests do not pay for TorchScript's
+        # profiling runs. A model may refuse zeros (or break its contract on them): that is
+        # logged, not fatal, as on Triton; a worker that raised here would die, and
+        # TorchServe would restart it forever. Parity then meets the fault on real samples.
+        try:
+            for size in self.spec.get("sizes", [None]):
+                for items in (1, self.spec["max_items"]):
+                    self.model([_zeros((items, *_sized(t["shape"], size)), t["dtype"])
+                                for t in self.spec["inputs"]])
+        except Exception:
+            logger.warning("warm-up on zeros failed (not fatal: served as it is)",
+                           exc_info=True)
 
     def handle(self, data, context):
         results = [None] * len(data)

@@ -60,7 +60,8 @@ _TELLING = (
     re.compile(r"Failed to bind to address[^\n]*"),
     re.compile(r"Address already in use"),
     re.compile(r"Failed to load model [^\n]*"),
-    re.compile(r"(?<=MODEL_LOG - )\w+(?:Error|Exception): [^\n]*"),
+    # A Python exception's last line: builtins.RuntimeError, onnxruntime's InvalidProtobuf.
+    re.compile(r"(?<=MODEL_LOG - )(?:(?:\w+\.)+[A-Z]\w*|\w+(?:Error|Exception)): [^\n]*"),
     re.compile(r"TorchServe is already running[^\n]*"),
     re.compile(r"Backend worker process died[^\n]*"),
     re.compile(r"Worker disconnected[^\n]*"),
@@ -284,6 +285,7 @@ class TorchServeServer(TorchServeEndpoint):
     def startup_failure(self) -> str | None:
         if self._worker_failures() >= 2 * self.spec.server.instances:
             return (f"TorchServe workers keep dying while they load the model "
+                    "or start serving it "
                     f"(TorchServe retries forever): {self.log_excerpt()}")
         return None
 
