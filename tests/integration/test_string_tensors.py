@@ -121,8 +121,9 @@ def test_a_served_model_answering_other_strings_fails_parity(project: Path, kind
     parity = stage(latest_record(spec.parent), "parity")
     failed = {g["name"]: g for g in parity["gates"] if not g["passed"]}
     assert set(failed) == {"parity.mismatched_elements"}, failed
-    # Every label differs, every score agrees: 8 single items and a batch of 8 at 3 sizes.
-    assert failed["parity.mismatched_elements"]["observed"] == 3 * (8 + 8)
+    # Every label differs, every score agrees: at each of 3 sizes, the first 8 of the 16
+    # samples alone, then all 16 in two batches of 8 (max_batch_size).
+    assert failed["parity.mismatched_elements"]["observed"] == 3 * (8 + 16)
 
 
 def test_grpc_load_sends_length_prefixed_strings_to_triton(project: Path) -> None:

@@ -48,8 +48,9 @@ def stage(record: dict[str, Any], name: str) -> dict[str, Any]:
 def check_the_sizes(record: dict[str, Any]) -> None:
     assert record["status"] == "passed", record["stages"]
     parity = stage(record, "parity")
-    # 8 single items and a full batch at each of three sizes, each sent twice.
-    assert parity["metrics"]["parity_requests"] == 2 * 3 * 9
+    # At each of three sizes, the first 8 of the 16 samples alone, then all 16 in two full
+    # batches of 8 (max_batch_size), each request sent twice.
+    assert parity["metrics"]["parity_requests"] == 2 * 3 * (8 + 2)
     assert parity["metrics"]["parity_mismatched"] == 0
     probes = {p["probe"]: p for p in parity["details"]["probes"]}
     for name in ("wrong_shape", "wrong_dtype", "batch_over_max"):
