@@ -78,16 +78,22 @@ def _run_stage(stage: Stage, ctx: RunContext) -> StageResult:
         result = stage.run(ctx)
         if interrupts.requested():      # or swallowed inside it: its result does not count
             raise KeyboardInterrupt
-    except PipelineError as exc:
-        result = StageResult(stage.NAME, Status.FAILED, str(exc), exit_code=exc.exit_code)
-    except Exception as exc:   # a model or library fault the stage did not name
-        result = StageResult(stage.NAME, Status.FAILED, _unexpected(stage.NAME, exc, ctx))
-    except KeyboardInterrupt:
-        result = StageResult(stage.NAME, Status.FAILED, "interrupted (Ctrl-C or SIGTERM)")
-        result.duration_s = time.monotonic() - started
-        raise _Interrupted(result) from None
+    except (KeyboardInterrupt, Exception) as exc:
+        if isinstance(exc, Exception) and not interrupts.requested():
+            result = _failed(stage.NAME, exc, ctx)
+        else:   # an error after an interrupt is what the interrupt broke, not a fault
+            result = StageResult(stage.NAME, Status.FAILED, "interrupted (Ctrl-C or SIGTERM)")
+            result.duration_s = time.monotonic() - started
+            raise _Interrupted(result) from None
     result.duration_s = time.monotonic() - started
     return result
+
+
+def _failed(name: str, exc: Exception, ctx: RunContext) -> StageResult:
+    if isinstance(exc, PipelineError):
+        return StageResult(name, Status.FAILED, str(exc), exit_code=exc.exit_code)
+    # A model or library fault the stage did not name.
+    return StageResult(name, Status.FAILED, _unexpected(name, exc, ctx))
 
 
 def _unexpected(stage: str, exc: Exception, ctx: RunContext) -> str:

@@ -6,6 +6,7 @@ on one Typer app, in the order `--help` lists them.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 import signal
@@ -105,7 +106,20 @@ add_command(export_app, export_argo_command, "argo")
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """Ctrl-C or SIGTERM. Inside an event loop (a load window) the flag alone is set: the
+    load's watchdog stops it within 0.1 s and raises KeyboardInterrupt outside the loop
+    (pipeline.measure.windows). Raised inside the loop it could land in asyncio's own
+    bookkeeping (a future whose result was being set) and leave asyncio.run waiting
+    forever as it closed. Anywhere else, or at a second signal, it is raised at once."""
+    again = interrupts.requested()
     interrupts.request()      # kept even where the exception below is swallowed
+    if not again:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            return
     raise KeyboardInterrupt
 
 

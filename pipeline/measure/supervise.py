@@ -11,7 +11,8 @@ from pipeline import interrupts
 
 
 class LoadAborted(Exception):
-    """The watchdog said stop (the server died)."""
+    """The watchdog said stop: the server died, or the run was interrupted (the caller
+    tells which: `pipeline.interrupts.requested()`)."""
 
 
 Tick = Callable[[float], None]
@@ -22,12 +23,13 @@ def no_tick(elapsed_s: float) -> None:
 
 
 async def _watch(should_stop: Callable[[], bool], tasks: Sequence[asyncio.Task[Any]],
-                 tick: Tick) -> None:
+                 tick: Tick, stopped: list[bool]) -> None:
     started = time.perf_counter()
     while True:
         await asyncio.sleep(0.1)
         tick(time.perf_counter() - started)
         if should_stop() or interrupts.requested():
+            stopped.append(True)
             for task in tasks:
                 task.cancel()
             return
@@ -35,13 +37,15 @@ async def _watch(should_stop: Callable[[], bool], tasks: Sequence[asyncio.Task[A
 
 async def supervise(work: Sequence[asyncio.Task[Any]], should_stop: Callable[[], bool],
                      tick: Tick) -> None:
-    watchdog = asyncio.create_task(_watch(should_stop, work, tick))
+    stopped: list[bool] = []
+    watchdog = asyncio.create_task(_watch(should_stop, work, tick, stopped))
     try:
         await asyncio.gather(*work)
     except asyncio.CancelledError:
-        if interrupts.requested():
-            raise KeyboardInterrupt from None
-        if should_stop():
+        # Raised as an ordinary exception, out of the event loop: a KeyboardInterrupt
+        # raised in a task is left there ("Task exception was never retrieved"). A
+        # cancellation that is not the watchdog's (asyncio.run closing) stays one.
+        if stopped:
             raise LoadAborted() from None
         raise
     finally:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
+from pipeline import interrupts
 from pipeline.errors import ServerError
 from pipeline.measure.gpu import gpu_memory_mb
 from pipeline.measure.loadgen import (
@@ -45,7 +46,7 @@ def closed_window(sender: LoadSender, server: ModelServer, target: Target, concu
         return asyncio.run(closed_loop(target, concurrency, duration_s, sender.timeout_s,
                                        should_stop=lambda: not server.alive(), tick=tick))
     except LoadAborted:
-        raise ServerError(f"during {label}: {server.describe_death()}") from None
+        raise _stopped(label, server) from None
 
 
 def closed_windows_until_decided(
@@ -105,7 +106,7 @@ def open_window(sender: LoadSender, server: ModelServer, target: Target,
                                          hard_end=hard_end, max_in_flight=max_in_flight,
                                          plan=plan))
     except LoadAborted:
-        raise ServerError(f"during {label}: {server.describe_death()}") from None
+        raise _stopped(label, server) from None
 
 
 def burst_window(sender: LoadSender, server: ModelServer, target: Target,
@@ -139,3 +140,10 @@ def server_memory(server: ModelServer) -> tuple[dict[str, float], dict[str, Any]
     else:
         metrics["server_gpu_mb"] = gpu
     return metrics, details
+
+
+def _stopped(label: str, server: ModelServer) -> BaseException:
+    """Why the load stopped: the run was interrupted, or the server died."""
+    if interrupts.requested():
+        return KeyboardInterrupt()
+    return ServerError(f"during {label}: {server.describe_death()}")
