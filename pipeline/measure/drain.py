@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from pipeline import interrupts
 from pipeline.measure.loadgen import Target
 from pipeline.measure.wire.transport import sized_transport
 from pipeline.statistics.capacity import Drained
@@ -25,7 +26,9 @@ async def until_prompt(target: Target, within_s: float, limit_s: float) -> Drain
     deadline = started + limit_s
     requests = 0
     try:
-        while (remaining := deadline - time.perf_counter()) > 0:
+        # An interrupt (a flag only, inside an event loop) ends the wait: the next window's
+        # watchdog then raises it.
+        while not interrupts.requested() and (remaining := deadline - time.perf_counter()) > 0:
             sent = time.perf_counter()
             error, _ = await transport.send(remaining)
             requests += 1
