@@ -17,8 +17,10 @@ import psutil
 
 # util-linux's setpriv (in every Debian and Ubuntu base image): the child is sent SIGTERM
 # when the thread that started it dies, so a tool killed with SIGKILL (a CI job's timeout,
-# the OOM killer) leaves no server holding ports, memory or a GPU, and Triton's graceful
-# stop still removes its /dev/shm regions. None where it is missing (then nothing does).
+# the OOM killer) leaves no tritonserver holding ports, memory or a GPU, and its graceful
+# stop still removes its /dev/shm regions. The signal reaches the process started only:
+# TorchServe's launcher, not the Java frontend it starts (a known gap). None where setpriv
+# is missing (then nothing does).
 SETPRIV = shutil.which("setpriv")
 
 
