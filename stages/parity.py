@@ -58,7 +58,6 @@ class Comparison:
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
     requests: int = 0                 # requests sent (batched and single items)
-    items: int = 0                    # items in them (a sample alone and in a batch: twice)
     problems: list[str] | None = None
     served_dtypes: dict[str, set[str]] = field(default_factory=dict)
     model_dtypes: dict[str, set[str]] = field(default_factory=dict)
@@ -188,7 +187,6 @@ def compare_outputs(ctx: RunContext, server: ModelServer, reference: LoadedModel
         check_answer(comparison, "reference", expected, sample)
         reply = send(server.infer_request(sample.batch), REQUEST_TIMEOUT_S)
         comparison.requests += 1
-        comparison.items += sample.items
         for name, want in expected.items():
             comparison.model_dtypes.setdefault(name, set()).add(dtype_name(want))
         if reply.status != 200:

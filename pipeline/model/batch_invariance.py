@@ -31,7 +31,6 @@ class BatchInvariance:
     alone: dict[tuple[int | None, int], dict[str, Array]] = field(default_factory=dict)
     compared: int = 0            # output values of batch rows held to an answer alone
     differing: int = 0
-    max_abs: float = 0.0
     first: str | None = None     # the first difference, as the message names it
 
     def single(self, size: int | None, sample: int, served: dict[str, Array]) -> None:
@@ -65,8 +64,6 @@ class BatchInvariance:
             differing = int(np.count_nonzero(~close))
             with np.errstate(invalid="ignore"):
                 gap = float(np.nanmax(np.abs(got - want)[~close])) if differing else 0.0
-            if differing and np.isfinite(gap):
-                self.max_abs = max(self.max_abs, gap)
         if differing:
             self.differing += differing
             if self.first is None:
