@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import signal
 import sys
@@ -146,7 +147,7 @@ def _new_record(ctx: RunContext, command: str, selected: frozenset[str] | None,
         spec_files=list(ctx.loaded.files), spec_digest=ctx.loaded.digest,
         started_at=iso(utc_now()), tool_version=__version__,
         host={"machine": platform.machine(), "python": platform.python_version(),
-              "node": platform.node()},
+              "node": platform.node(), "pid": os.getpid()},
         server=ServerInfo(kind=ctx.loaded.spec.server.kind, log="server.log"),
         selected_stages=sorted(selected) if selected is not None else None,
         git=git(ctx.loaded.workspace),

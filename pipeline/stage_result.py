@@ -37,11 +37,15 @@ class GateOutcome(str, Enum):
 
 
 class RunStatus(str, Enum):
-    """A whole run's status in its record: running until every stage has a result."""
+    """A whole run's status in its record: running until every stage has a result.
+
+    `abandoned` is never written by a run: a reader gives it to a record left `running` by
+    a process that is gone (`pipeline.abandoned_runs`)."""
 
     RUNNING = "running"
     PASSED = "passed"
     FAILED = "failed"
+    ABANDONED = "abandoned"
 
     def __str__(self) -> str:
         return self.value

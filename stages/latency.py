@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline import metric_names as m
 from pipeline.context import RunContext
-from pipeline.gates import memory_growth
+from pipeline.gates import error_rate, memory_growth
 from pipeline.gates.latency import (
     Judgement,
     client_limited,
@@ -28,6 +28,7 @@ from pipeline.gates.latency import (
     window_plan,
     window_seconds,
 )
+from pipeline.measure.error_example import error_example
 from pipeline.measure.load_result import merge_windows
 from pipeline.measure.loadgen import LoadResult
 from pipeline.measure.targets import spec_target
@@ -97,8 +98,22 @@ def run(ctx: RunContext) -> StageResult:
         details["load_workers"] = workers
     message = _message(measured, measured_outcome, details["preferred_reached"], stable,
                        outcome)
-    return StageResult.judged(NAME, gates, message, measured_outcome.to_json(), details,
-                              accept_inconclusive=stage.verdict.accept_inconclusive)
+    gates = _errors_first(gates)
+    result = StageResult.judged(NAME, gates, message, measured_outcome.to_json(), details,
+                                accept_inconclusive=stage.verdict.accept_inconclusive)
+    if measured.errors:
+        example = error_example(target)
+        if example is not None:
+            result.details["error_example"] = example
+            result.message += f"; requests sent again after the load: {example}"
+    return result
+
+
+def _errors_first(gates: list[Gate]) -> list[Gate]:
+    """A failed error-rate gate leads: when requests fail, their latency (censored at the
+    timeout) fails the percentiles too, and the errors are the cause to read first."""
+    errors = [gate for gate in gates if gate.name == error_rate.GATE and not gate.passed]
+    return errors + [gate for gate in gates if gate not in errors]
 
 
 def _memory_gates(spec: Spec, server: ModelServer, before: dict[str, float],

@@ -49,6 +49,8 @@ def release_evidence(loaded: LoadedSpec, release_id: str | None,
 
 
 def find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:
+    """A run's record (marked abandoned when its process is gone), or a release's."""
+    from pipeline.abandoned_runs import mark_if_abandoned
     from pipeline.record import load_run_record, runs_dir
     from pipeline.release.manifest import (
         VerificationUnreadable,
@@ -58,7 +60,7 @@ def find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:
     )
     from pipeline.release.store import store_for
     if (runs_dir(loaded.workspace) / identifier / "record.json").is_file():
-        return load_run_record(loaded.workspace, identifier)
+        return mark_if_abandoned(load_run_record(loaded.workspace, identifier))
     store = store_for(loaded, create=False)
     try:
         manifest = read_manifest(store, loaded.spec.name, identifier)
@@ -67,7 +69,7 @@ def find_record(loaded: LoadedSpec, identifier: str) -> RunRecord:
                          f"a release of '{loaded.spec.name}' in {store.url}") from None
     run_id = manifest.run_id or ""
     if (runs_dir(loaded.workspace) / run_id / "record.json").is_file():
-        return load_run_record(loaded.workspace, run_id)
+        return mark_if_abandoned(load_run_record(loaded.workspace, run_id))
     if verification_blob(manifest) is None:
         raise UsageError(f"release {identifier} carries no verification record")
     try:

@@ -129,7 +129,9 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
                  output: Annotated[Literal["table", "json"], typer.Option("--format")] = "table",
                  repair: Annotated[bool, typer.Option(
                      "--repair", help="Write the audit entries missing for moves the pointers' "
-                     "history shows (after a store failure right after a swap).")] = False,
+                     "history shows (after a store failure right after a swap), and remove "
+                     "what interrupted writers left over an hour ago (temp files, incomplete "
+                     "S3 uploads).")] = False,
                  ) -> None:
     """Check every manifest's blobs (digests), every pointer and its audit entries;
     read-only unless --repair."""
@@ -162,8 +164,11 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
             out().print(Text.assemble(("✗ ", "red"), problem))
         for repaired in check.repaired:
             out().print(Text.assemble(("✓ ", "green"), repaired))
+        for leftover in check.leftovers:
+            out().print(Text.assemble(("· ", "yellow"), leftover))
         out().print(f"{store.url}: {check.manifests} manifests, {check.blobs} blobs, "
-                  f"{check.pointers} pointers checked; {len(check.problems)} problems")
+                  f"{check.pointers} pointers checked; {len(check.problems)} problems"
+                  + (f", {len(check.leftovers)} leftovers" if check.leftovers else ""))
     if check.problems:
         raise typer.Exit(1)
 

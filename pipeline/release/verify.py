@@ -21,7 +21,10 @@ from pipeline.release.pointers import (
     write_audit,
 )
 from pipeline.release.serving_layout import layout_problems
-from pipeline.release.store.base import Store
+from pipeline.release.store.base import Leftover, Store
+
+# A leftover younger than this may belong to a writer still at work: --repair keeps it.
+LEFTOVER_AGE_S = 3600.0
 
 
 @dataclass
@@ -31,10 +34,13 @@ class StoreCheck:
     pointers: int = 0
     problems: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    # Not problems: no reader sees them, and no release depends on them.
+    leftovers: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"manifests": self.manifests, "blobs": self.blobs, "pointers": self.pointers,
-                "problems": self.problems, "repaired": self.repaired, "ok": not self.problems}
+                "problems": self.problems, "repaired": self.repaired,
+                "leftovers": self.leftovers, "ok": not self.problems}
 
 
 def _load(store: Store, key: str, check: StoreCheck) -> dict[str, Any] | None:
@@ -85,7 +91,27 @@ def verify_store(store: Store, repair: bool = False,
         check.problems += [f"{name}/{environment}: {reason}" for reason in refused.values()]
         _check_audit(store, check, name, environment,
                      [event for event in events if id(event) not in refused], repair)
+    _check_leftovers(store, check, repair)
     return check
+
+
+def _check_leftovers(store: Store, check: StoreCheck, repair: bool) -> None:
+    """What interrupted writers left: listed; with `repair`, removed once old enough that
+    no writer can still own it."""
+    for leftover in store.leftovers():
+        if repair and leftover.age_s >= LEFTOVER_AGE_S:
+            store.remove_leftover(leftover)
+            check.repaired.append(f"{leftover.key}: removed ({_described(leftover)})")
+        else:
+            kept = (" (younger than an hour: a writer may still own it)"
+                    if repair else " (`store verify --repair` removes it after an hour)")
+            check.leftovers.append(f"{leftover.key}: {_described(leftover)}{kept}")
+
+
+def _described(leftover: Leftover) -> str:
+    age = leftover.age_s
+    spoken = f"{age / 3600:.1f} h" if age >= 3600 else f"{age / 60:.0f} min"
+    return f"{leftover.what}, left by an interrupted writer {spoken} ago"
 
 
 def _events(check: StoreCheck, name: str, environment: str, events: Any

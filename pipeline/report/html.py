@@ -49,6 +49,8 @@ def _banner(parent: ET.Element, record: RunRecord) -> None:
         facts.append(f"{record.promoted_to} now points at this release")
     if record.interrupted:
         facts.append("interrupted")
+    if record.extra.get("abandoned"):
+        facts.append(f"abandoned: {record.extra['abandoned']}")
     banner, _ = add_banner(parent, status, badge, status.upper(), heading_text,
                            " · ".join(facts))
     verdict = f"{passed} of {passed + failed} gates passed"

@@ -17,7 +17,7 @@ from pipeline.report.release_markdown import release_markdown
 from pipeline.report.replay_view import replay as replay_view
 
 STATUS_ICON = {"passed": "✅", "failed": "❌", "aborted": "⏹️", "skipped": "⏭️",
-               "running": "⏳"}
+               "running": "⏳", "abandoned": "⚠️"}
 OUTCOME_MARK = {"passed": "✅ pass", "failed": "❌ **FAIL**",
                 "inconclusive": "❔ **INCONCLUSIVE**"}
 
@@ -57,6 +57,8 @@ def _header(record: RunRecord) -> list[str]:
              f"release {code(record.release_id or '—')}"]
     if record.promoted_to:
         facts.append(f"{cell(record.promoted_to)} now points at this release")
+    if record.extra.get("abandoned"):
+        facts.append(f"abandoned: {cell(str(record.extra['abandoned']))}")
     passed, failed = data.status_counts(data.gate_rows(record))
     facts.append(f"**{passed} of {passed + failed} gates passed**")
     lines += [" · ".join(facts), ""]

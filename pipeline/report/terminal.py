@@ -17,7 +17,8 @@ from pipeline.report.views import gate_rows
 from pipeline.report.views import knee as knee_view
 
 STATUS_STYLE = {"passed": "green", "failed": "bold red", "aborted": "yellow",
-                "skipped": "dim", "running": "cyan", "unknown": "dim"}
+                "skipped": "dim", "running": "cyan", "abandoned": "bold yellow",
+                "unknown": "dim"}
 STATUS_MARK = {"passed": "✓", "failed": "✗", "aborted": "–", "skipped": "·", "running": "…",
                "unknown": "?"}
 
@@ -175,7 +176,10 @@ def render_terminal(record: RunRecord) -> RenderableType:
         (status.upper(), STATUS_STYLE.get(status, "")),
         f"  environment {record.environment or '-'}",
         f"  release {record.release_id or '-'}")
-    parts: list[RenderableType] = [header, stages_table(record), gates_table(record)]
+    parts: list[RenderableType] = [header]
+    if record.extra.get("abandoned"):
+        parts.append(Text(f"abandoned: {record.extra['abandoned']}", style="yellow"))
+    parts += [stages_table(record), gates_table(record)]
     for part in (measurements_table(record), knee_table(record), capacity_table(record),
                  saturation_summary(record), replay_section(record)):
         if part is not None:

@@ -100,6 +100,10 @@ def test_a_raising_model_fails_the_error_rate_gate_and_the_server_stays_up(
     assert "latency.error_rate" in failed
     assert set(failed) <= {"latency.error_rate", "latency.p99", "latency.p95"}, failed
     assert set(latency["details"]["errors_by_kind"]) == {"http_500"}
+    # The errors lead the message, with what the server said when a request was sent again.
+    assert latency["message"].startswith("latency.error_rate"), latency["message"]
+    assert "requests sent again after the load: " in latency["message"]
+    assert latency["details"]["error_example"]
     assert server.alive() and server.is_ready()
     assert model_processes(server) == before        # no stub or worker died or restarted
     samples = load_samples(loaded.spec.model, loaded.spec.stages.parity, loaded.workspace)

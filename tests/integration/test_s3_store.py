@@ -23,6 +23,7 @@ from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import move_pointer, read_pointer
 from pipeline.release.policy import rollback
 from pipeline.release.store.s3 import S3Store
+from pipeline.release.verify import verify_store
 from tests.support.moto_s3 import S3Server
 
 pytestmark = pytest.mark.integration
@@ -109,3 +110,17 @@ def test_unreachable_endpoint_and_missing_bucket_are_one_line_errors(s3_env: S3S
     dead = S3Store("s3://bucket/x", endpoint_url="http://127.0.0.1:9", attempts=1)
     with pytest.raises(StoreError, match="cannot"):
         dead.read("environments/x/staging.json")
+
+
+def test_an_upload_a_killed_writer_left_is_listed_and_can_be_aborted(store: S3Store) -> None:
+    key = store._key("blobs/sha256/" + "ab" * 32)
+    started = store.client.create_multipart_upload(Bucket=store.bucket, Key=key)
+    store.client.upload_part(Bucket=store.bucket, Key=key, UploadId=started["UploadId"],
+                             PartNumber=1, Body=b"x" * 1024)
+    check = verify_store(store)
+    assert check.problems == []
+    assert [item.split(": ")[0] for item in check.leftovers] == ["blobs/sha256/" + "ab" * 32]
+    assert "incomplete upload of blobs/sha256/" in check.leftovers[0]
+    (leftover,) = store.leftovers()
+    store.remove_leftover(leftover)
+    assert store.leftovers() == []

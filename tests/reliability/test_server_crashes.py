@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.servers.ports import port_is_bound
 from tests.reliability.conftest import Tally
-from tests.support.cli import start_cli
+from tests.support.cli import cli, start_cli
 from tests.support.specs import fast_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
@@ -170,3 +170,7 @@ def test_the_tool_killed_takes_its_server_with_it(project: Path, tally: Tally) -
         region.unlink(missing_ok=True)
     assert alive == [], "the server outlived the tool"
     assert regions == [], regions
+    # Its record stays `running` on disk; read back, it says the run was abandoned.
+    shown = cli(["report", str(record["run_id"]), "--format", "json"], folder)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["status"] == "abandoned", shown.stdout[:400]

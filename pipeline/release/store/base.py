@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from pipeline.errors import StoreError
 
 HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """What an interrupted writer left in the store: never read, never listed, but it takes
+    space (a local temp file; an S3 multipart upload never completed, which S3 bills)."""
+
+    what: str            # "temp file .x.json.ab12.tmp", "incomplete upload of blobs/..."
+    key: str             # where: a path below the store's root, or the S3 key
+    age_s: float
+    handle: str = ""     # what removing it needs (the S3 upload id)
 
 
 class Store(Protocol):
@@ -42,6 +54,10 @@ class Store(Protocol):
     def read(self, key: str) -> bytes | None: ...
     def read_versioned(self, key: str) -> tuple[bytes, str] | None: ...
     def write_if(self, key: str, data: bytes, expected_etag: str | None) -> None: ...
+    def leftovers(self) -> list[Leftover]:
+        """What interrupted writers left behind, oldest first."""
+        ...
+    def remove_leftover(self, leftover: Leftover) -> None: ...
     def list(self, prefix: str) -> list[str]:
         """Every key in the folder `prefix` and below, sorted ("a/b" is the folder "a/b/",
         never "a/bc/..."); "" lists the whole store."""

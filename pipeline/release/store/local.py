@@ -8,11 +8,12 @@ import fcntl
 import hashlib
 import os
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pipeline.errors import ConflictError, StoreError
-from pipeline.release.store.base import blob_key, read_verified
+from pipeline.release.store.base import Leftover, blob_key, read_verified
 
 CHUNK = 1 << 20
 
@@ -229,6 +230,27 @@ class LocalStore:
                         f"store {self.url}: {key} changed since it was read (another "
                         "promotion or rollback won the race); nothing was changed")
                 self._write_replacing(final, data)
+
+    def leftovers(self) -> list[Leftover]:
+        """Temp files (`.<name>.<hex>.tmp`) of writers that died before their rename."""
+        if not self.root.is_dir():
+            return []
+        now = time.time()
+        found = []
+        with self._errors("list its temp files"):
+            for path in self.root.rglob(".*.tmp"):
+                with contextlib.suppress(FileNotFoundError):   # renamed meanwhile
+                    age = now - path.stat().st_mtime
+                    found.append(Leftover(f"temp file {path.name}",
+                                          path.relative_to(self.root).as_posix(), age))
+        return sorted(found, key=lambda leftover: -leftover.age_s)
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        path = self._path(leftover.key)
+        if not path.name.endswith(".tmp") or not path.name.startswith("."):
+            raise StoreError(f"store {self.url}: {leftover.key} is not a temp file")
+        with self._errors(f"remove {leftover.key}"):
+            path.unlink(missing_ok=True)
 
     def list(self, prefix: str) -> list[str]:
         folder = self._path(prefix.rstrip("/"))

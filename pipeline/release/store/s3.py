@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ from botocore.exceptions import (
 )
 
 from pipeline.errors import ConflictError, StoreError
-from pipeline.release.store.base import blob_key, read_verified
+from pipeline.release.store.base import Leftover, blob_key, read_verified
 from pipeline.release.store.s3_checksum import (
     MULTIPART_THRESHOLD,
     PART_SIZE,
@@ -406,6 +407,33 @@ class S3Store:
         except StoreError:
             return False
         return found == data
+
+    def leftovers(self) -> list[Leftover]:
+        """Multipart uploads under the prefix that were started and never completed or
+        aborted (a writer killed mid-upload): S3 keeps and bills their parts until a
+        lifecycle rule (AbortIncompleteMultipartUpload) or an abort removes them."""
+        now = datetime.now(timezone.utc)
+        strip = f"{self.prefix}/" if self.prefix else ""
+        found = []
+        try:
+            for page in self.client.get_paginator("list_multipart_uploads").paginate(
+                    Bucket=self.bucket, Prefix=strip):
+                for upload in page.get("Uploads", []):
+                    key = str(upload.get("Key", "")).removeprefix(strip)
+                    started = upload.get("Initiated")
+                    age = (now - started).total_seconds() if started is not None else 0.0
+                    found.append(Leftover(f"incomplete upload of {key}", key, age,
+                                          str(upload.get("UploadId", ""))))
+        except (ClientError, BotoCoreError) as error:
+            raise self._fail("list its incomplete uploads", error) from None
+        return sorted(found, key=lambda leftover: -leftover.age_s)
+
+    def remove_leftover(self, leftover: Leftover) -> None:
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(leftover.key),
+                                               UploadId=leftover.handle)
+        except (ClientError, BotoCoreError) as error:
+            raise self._fail(f"abort the upload of {leftover.key}", error) from None
 
     def list(self, prefix: str) -> list[str]:
         keys: list[str] = []
