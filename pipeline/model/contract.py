@@ -54,6 +54,9 @@ class ContractCheck:
     outputs: Sequence[OutputSpec]
     checked: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
     breaches: dict[Breach, list[str]] = field(default_factory=dict)
+    # What the server answered for each output, as the spec would write it (the gate's
+    # observed value is what came, not the declaration it was held to).
+    served_forms: dict[str, dict[str, None]] = field(default_factory=dict)
 
     def check(self, side: str, arrays: Mapping[str, Array], items: int, label: str) -> None:
         """`arrays` (by output name) answered for `items` items in the batch `label`."""
@@ -64,6 +67,8 @@ class ContractCheck:
                 self._breach(Breach(side, tensor.name, "missing"), label)
             elif not (array.shape[:1] == (items,) and fits(tensor, tuple(array.shape[1:]))):
                 self._breach(Breach(side, tensor.name, observed(array, items)), label)
+            elif side == "served":
+                self.served_forms.setdefault(tensor.name, {})[observed(array, items)] = None
         names = {tensor.name for tensor in self.outputs}
         for name in sorted(set(arrays) - names):
             self._breach(Breach(side, name, "not declared: " + observed(arrays[name], items)),
@@ -92,4 +97,14 @@ class ContractCheck:
         if unchecked:
             return Gate(GATE, f"not evaluated: no {' or '.join(unchecked)} outputs to check",
                         expected, False)
-        return Gate(GATE, expected, expected, True)
+        return Gate(GATE, self._served(), expected, True)
+
+    def _served(self) -> str:
+        """Each output as served: `scores float32 [n, 4]`; a shape that varied (a -1
+        dimension) shows its first two forms and how many there were."""
+        parts = []
+        for tensor in self.outputs:
+            forms = list(self.served_forms.get(tensor.name, {}))
+            shown = ", ".join(forms[:2]) + (f" … ({len(forms)} forms)" if len(forms) > 2 else "")
+            parts.append(f"{tensor.name} {shown}")
+        return "; ".join(parts)

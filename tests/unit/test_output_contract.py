@@ -16,6 +16,7 @@ def test_the_declared_shape_passes_and_one_value_short_fails() -> None:
     for side in ("served", "reference"):
         good.check(side, {"scores": np.zeros((2, 4), np.float32)}, 2, "sample batch 1 of 1")
     assert good.gate().passed
+    assert good.gate().observed == "scores float32 [n, 4]"       # what came, measured
 
     short = ContractCheck([SCORES])
     short.check("served", {"scores": np.zeros((2, 3), np.float32)}, 2, "sample batch 1 of 1")
@@ -23,6 +24,16 @@ def test_the_declared_shape_passes_and_one_value_short_fails() -> None:
     gate = short.gate()
     assert not gate.passed and "scores: declared" in str(gate.observed)
     assert "[n, 3]" in str(gate.observed)
+
+
+def test_the_observed_value_is_what_the_server_answered() -> None:
+    varying = ContractCheck([OutputSpec(name="logits", dtype="float32", shape=[-1])])
+    for size in (3, 5, 7):
+        varying.check("served", {"logits": np.zeros((2, size), np.float64)}, 2, "b")
+        varying.check("reference", {"logits": np.zeros((2, size), np.float32)}, 2, "b")
+    gate = varying.gate()
+    assert gate.passed and gate.threshold == "logits float32 [n, -1]"
+    assert gate.observed == "logits float64 [n, 3], float64 [n, 5] … (3 forms)"
 
 
 def test_a_missing_output_and_no_answers_fail() -> None:
