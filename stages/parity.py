@@ -431,8 +431,9 @@ def run_probes(ctx: RunContext, server: ModelServer) -> tuple[list[Gate], list[d
 def reference_failure(failed: ReferenceFailed, generated: bool) -> StageResult:
     """Parity without expected outputs: failed, in one line naming the batch and the error,
     and, when parity made its inputs up, that a data file sends real ones."""
-    gate = Gate("parity.reference", f"raised {failed.error} on {failed.label}",
-                "outputs for every sample batch", False)
+    observed = (f"raised {failed.error} on {failed.label}" if failed.raised
+                else f"{failed.error} ({failed.label})")
+    gate = Gate("parity.reference", observed, "outputs for every sample batch", False)
     result = StageResult.judged(NAME, [gate], "", details={"reference_error": failed.error,
                                                            "sample_batch": failed.label})
     result.message = str(failed)

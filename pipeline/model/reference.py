@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.errors import PipelineError
-from pipeline.model.runtime import Array, LoadedModel
+from pipeline.model.runtime import Array, LoadedModel, UnservableOutput
 from pipeline.spec.models import LoadedSpec
 
 
@@ -43,6 +43,11 @@ class ReferenceFailed(PipelineError):
     def __init__(self, label: str, exc: BaseException) -> None:
         text = one_line(str(exc))
         self.label = label
+        self.raised = not isinstance(exc, UnservableOutput)
+        if not self.raised:           # the model ran; its answer is what cannot be held
+            self.error = text
+            super().__init__(f"on {label}, {text}")
+            return
         self.error = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         super().__init__(f"the reference raised on {label}: {self.error}")
 

@@ -110,10 +110,30 @@ def _torch_runner(fmt: str, model_path: Path, output_names: list[str], entrypoin
             result = [result[name] for name in output_names]
         elif isinstance(result, torch.Tensor) or _is_texts(result):
             result = [result]
-        return [_text_array(r) if _is_texts(r) else r.detach().to("cpu").numpy()
-                for r in result]
+        return [_text_array(r) if _is_texts(r) else _tensor_array(r, name)
+                for r, name in zip(result, [*output_names, *[None] * len(result)],
+                                   strict=False)]
 
     return run
+
+
+class UnservableOutput(TypeError):
+    """The model returned a tensor of a dtype numpy cannot hold: not an error of the model,
+    but neither the reference nor the servers' wire encoders can carry it."""
+
+
+def _tensor_array(tensor: Any, name: str | None) -> Array:
+    import torch
+
+    if tensor.dtype in (torch.bfloat16, torch.complex32) or \
+            str(tensor.dtype).startswith("torch.float8"):
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        raise UnservableOutput(
+            f"the model returns {dtype} for output {name or '?'}, which numpy (and so the "
+            "parity reference and the servers' wire encoders) cannot hold; return float32 "
+            "or float16 from the model (`.float()` or `.half()` on that output)")
+    array: Array = tensor.detach().to("cpu").numpy()
+    return array
 
 
 def _forward_arguments(module: Any) -> list[str] | None:

@@ -37,7 +37,7 @@ def test_repair_removes_old_leftovers_and_keeps_young_ones(tmp_path: Path) -> No
     young = leave(store, "blobs/sha256/.0123.bbbbbbbbbbbb.tmp", 60)
     check = verify_store(store, repair=True)
     assert not old.exists() and young.exists()
-    assert check.repaired == [f"environments/m/.staging.json.aaaaaaaaaaaa.tmp: removed "
+    assert check.repaired == ["environments/m/.staging.json.aaaaaaaaaaaa.tmp: removed "
                               "(temp file .staging.json.aaaaaaaaaaaa.tmp, left by an "
                               "interrupted writer 2.0 h ago)"]
     assert len(check.leftovers) == 1 and "a writer may still own it" in check.leftovers[0]
