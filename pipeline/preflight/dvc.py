@@ -1,8 +1,10 @@
-"""The model source: a local file exists; a DVC source resolves at its rev (the git
-revision exists and tracks the path). Only metadata is read, nothing is downloaded."""
+"""The model source: a local file exists and looks like the declared format
+(pipeline.model.file_kind); a DVC source resolves at its rev (the git revision exists and
+tracks the path). Only metadata is read, nothing is downloaded."""
 
 from __future__ import annotations
 
+from pipeline.model.file_kind import format_problem
 from pipeline.model.source import dvc_repo
 from pipeline.preflight.checks import Check
 from pipeline.spec.models import LoadedSpec
@@ -14,8 +16,14 @@ def dvc_checks(loaded: LoadedSpec) -> list[Check]:
     if location is None:
         file = loaded.resolve(str(source.path))
         if not file.is_file():
-            return [Check.failed("model.source", f"model.source: model file not found: {file}")]
-        return [Check.ok("model.source", str(file))]
+            return [Check.failed("model.source", f"model file not found: {file}")]
+        try:
+            problem = format_problem(file, loaded.spec.model.format)
+        except OSError as error:
+            problem = f"cannot be read: {error.strerror or error}"
+        if problem is not None:
+            return [Check.failed("model.source", f"{file}: {problem}")]
+        return [Check.ok("model.source", f"{file} ({loaded.spec.model.format})")]
     where = f"{location.path}@{location.rev or 'HEAD'} in {location.repo}"
     try:
         from dvc.api import DVCFileSystem

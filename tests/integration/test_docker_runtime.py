@@ -117,7 +117,8 @@ def test_docker_failures_are_one_line(fast_project: Path, docker_client: Any,
     assert "push of 127.0.0.1" in refused.stderr
     assert not list((fast_project / ".serve-pipeline" / "store").rglob("releases/*/*.json"))
     broken = fast_project / "examples" / "mlp" / "model.onnx"
-    broken.write_bytes(b"not an onnx graph")
+    # Looks like ONNX to preflight (it begins with ir_version's tag); the server refuses it.
+    broken.write_bytes(b"\x08\x07not an onnx graph")
     docker_spec(fast_project, triton_base, None)
     dead = cli(["run"], fast_project, timeout=900)
     assert dead.returncode == 1 and "Traceback" not in dead.stderr

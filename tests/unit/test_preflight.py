@@ -121,3 +121,16 @@ def test_a_busy_port_names_its_process_and_the_line_that_sets_it(project: Path) 
         f"127.0.0.1 is already in use by process {os.getpid()} ({psutil.Process().name()}): "
         "stop it, or set another port there")
     assert port_checks(load_spec(project / "serve.yaml", "staging"))[0].status == "ok"
+
+
+def test_a_model_source_that_is_not_a_model_fails_preflight(project: Path) -> None:
+    """`doctor` and every run refuse a source that is not of the declared format."""
+    from pipeline.preflight.dvc import dvc_checks
+
+    loaded = load_spec(project / "serve.yaml")
+    model = loaded.resolve(str(loaded.spec.model.source.path))
+    model.write_text("weights: see the team drive\n")
+    [check] = dvc_checks(loaded)
+    assert check.status == "failed"
+    assert check.line().startswith(f"model.source: {model}: not a TorchScript "
+                                   "file: torch.jit.save writes a zip archive, and it is text")
