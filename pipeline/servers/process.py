@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -18,10 +19,12 @@ import psutil
 # util-linux's setpriv (in every Debian and Ubuntu base image): the child is sent SIGTERM
 # when the thread that started it dies, so a tool killed with SIGKILL (a CI job's timeout,
 # the OOM killer) leaves no tritonserver holding ports, memory or a GPU, and its graceful
-# stop still removes its /dev/shm regions. The signal reaches the process started only:
-# TorchServe's launcher, not the Java frontend it starts (a known gap). None where setpriv
-# is missing (then nothing does).
+# stop still removes its /dev/shm regions. The signal reaches the process started only; a
+# server whose program is a launcher (TorchServe's, which starts Java and waits) runs under
+# `group_leader`, which passes it on to the whole group. None where setpriv is missing
+# (then nothing does).
 SETPRIV = shutil.which("setpriv")
+GROUP_LEADER = [sys.executable, "-I", "-S", str(Path(__file__).with_name("group_leader.py"))]
 
 
 def log_tail(path: Path, lines: int = 12) -> list[str]:
@@ -41,12 +44,16 @@ class ManagedProcess:
     """
 
     def __init__(self, argv: Sequence[str], log_path: Path, env: Mapping[str, str],
-                 cwd: Path | None = None) -> None:
+                 cwd: Path | None = None, launcher: bool = False) -> None:
+        """`launcher`: the program starts the server as a child of its own (TorchServe's
+        launcher starts Java), so the tool's death must reach the whole group."""
         self.argv = list(argv)
+        self.launcher = launcher
         self.log_path = log_path
         self.env = dict(env)
         self.cwd = cwd
         self._popen: subprocess.Popen[bytes] | None = None
+        self.led = False              # started under group_leader
         self._stopping = threading.Lock()
         self._stopped = False
         self.started_at = 0.0
@@ -57,7 +64,9 @@ class ManagedProcess:
         # Tied to the main thread only: the signal follows the starting thread, and a
         # worker thread (the `serve` host's) may end while its server should go on.
         if SETPRIV is not None and threading.current_thread() is threading.main_thread():
-            argv = [SETPRIV, "--pdeathsig", "TERM", "--", *argv]
+            self.led = self.launcher
+            argv = [SETPRIV, "--pdeathsig", "TERM", "--",
+                    *(GROUP_LEADER if self.led else []), *argv]
         with self.log_path.open("ab") as log:
             self._popen = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -92,14 +101,17 @@ class ManagedProcess:
         return log_tail(self.log_path, lines)
 
     def tree(self) -> list[psutil.Process]:
-        """The process and all its descendants that still exist."""
+        """The process and all its descendants that still exist; under a group leader, the
+        leader's descendants only (it is ours, not the server's: its memory is not the
+        server's)."""
         if not self.is_running():
             return []
         try:
             root = psutil.Process(self.pid)
-            return [root, *root.children(recursive=True)]
+            descendants: list[psutil.Process] = root.children(recursive=True)
         except psutil.NoSuchProcess:
             return []
+        return descendants if self.led else [root, *descendants]
 
     def stop(self, grace_s: float = 15.0) -> None:
         """SIGTERM the group, wait up to `grace_s`, then SIGKILL whatever is left of it.

@@ -138,11 +138,14 @@ def test_a_server_killed_mid_measurement(project: Path, tally: Tally, kind: str,
     assert leftovers == []
 
 
-def test_the_tool_killed_takes_its_server_with_it(project: Path, tally: Tally) -> None:
+@pytest.mark.parametrize("kind", ["triton", "torchserve"])
+def test_the_tool_killed_takes_its_server_with_it(project: Path, tally: Tally,
+                                                  kind: str) -> None:
     """SIGKILL of the tool (a CI job's timeout, the OOM killer) runs no teardown: the server
     gets SIGTERM from the kernel instead (setpriv --pdeathsig) and stops gracefully, so no
-    server, python stub or /dev/shm region of it is left behind."""
-    folder = spec_for(project, "triton", "latency")
+    server, python stub or /dev/shm region of it is left behind. TorchServe's launcher
+    passes nothing on to the Java it started; its group leader does."""
+    folder = spec_for(project, kind, "latency")
     process = start_cli(["run"], folder)
     try:
         record = wait_until_running(folder, "latency")

@@ -257,7 +257,8 @@ class TorchServeServer(TorchServeEndpoint):
             env, PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
             TMPDIR=str(self.scratch), TEMP=str(self.scratch),
             LOG_LOCATION=str(self.home / "logs"), METRICS_LOCATION=str(self.home / "logs"))
-        self.local = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home)
+        self.local = ManagedProcess(argv, run_dir / "server.log", child_env, cwd=self.home,
+                                    launcher=True)
         self.process = self.local
         self.model_processes = ModelProcesses("model_service_worker", "a TorchServe worker")
         # Tune's own servers register each config through the model API.
