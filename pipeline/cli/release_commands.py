@@ -141,6 +141,7 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
     from pipeline.release.offline import approver_keys_by_environment
     from pipeline.release.pointer_event import PointerEvent
     from pipeline.release.store import store_for
+    from pipeline.release.store.local import LocalStore
     from pipeline.release.verify import verify_store
     from pipeline.servers.specs import load_spec
     loaded = load_spec(file, env)
@@ -155,6 +156,9 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
 
     check = verify_store(store, repair=repair, unapproved=unapproved)
     check.problems += unreadable
+    if isinstance(store, LocalStore) and not store.root.is_dir():   # a typo in publish.store
+        check.problems.append(f"no store at {store.root}: nothing was ever published there "
+                              f"({file.name}: publish.store)")
     keys = approver_keys_by_environment(loaded)
     check.problems += unsigned_approvals(store, lambda environment: keys.get(environment, []))
     if output == "json":

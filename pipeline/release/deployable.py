@@ -21,9 +21,10 @@ from pipeline.release.manifest import manifest_digest, read_manifest
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.pointers import (
     Pointer,
-    audit_disagreement,
     check_manifest_unchanged,
+    read_checked_pointer,
     read_pointer,
+    unrecorded,
 )
 from pipeline.release.resolve import resolve_release
 from pipeline.release.store.base import Store
@@ -50,7 +51,10 @@ def deployable_release(store: Store, loaded: LoadedSpec, target: str,
             overlaid = overlay(environment) if overlay is not None else None
             check_deployable(store, overlaid or loaded, manifest, pointer)
         return manifest if held else check_deployable(store, loaded, manifest, None)
-    pointer, _ = read_pointer(store, loaded.spec.name, target)
+    pointer = read_checked_pointer(store, loaded.spec.name, target)
+    if pointer.current != manifest.release_id:      # moved since it was resolved
+        raise StoreError(f"{target} moved to {pointer.current} while {manifest.release_id} "
+                         "was being checked; run the command again")
     return check_deployable(store, loaded, manifest, pointer)
 
 
@@ -65,7 +69,9 @@ def deployable_in(store: Store, loaded: LoadedSpec, environment: str,
                   release_id: str) -> Manifest:
     """Release `release_id`, which environment `environment`'s pointer is on, checked."""
     manifest = read_manifest(store, loaded.spec.name, release_id)
-    pointer, _ = read_pointer(store, loaded.spec.name, environment)
+    pointer = read_checked_pointer(store, loaded.spec.name, environment)
+    if pointer.current != release_id:
+        raise StoreError(f"{environment} points at {pointer.current}, not {release_id}")
     return check_deployable(store, loaded, manifest, pointer)
 
 
@@ -78,11 +84,15 @@ def check_deployable(store: Store, loaded: LoadedSpec, manifest: Manifest,
     if pointer is not None:
         check_manifest_unchanged(pointer, release_id,
                                  manifest_digest(store, loaded.spec.name, release_id))
+        # Taken from an environment only by a move the audit log records.
+        if pointer.last_move_onto(release_id) is None:
+            raise StoreError(f"release {release_id} is not deployed: no move of "
+                             f"{pointer.environment} onto it is recorded")
         for event in pointer.events:
-            contradiction = audit_disagreement(store, loaded.spec.name, pointer.environment,
-                                               event) if event.release_id == release_id else None
-            if contradiction is not None:
-                raise StoreError(f"release {release_id} is not deployed: {contradiction}")
+            reason = unrecorded(store, loaded.spec.name, pointer.environment,
+                                event) if event.release_id == release_id else None
+            if reason is not None:
+                raise StoreError(f"release {release_id} is not deployed: {reason}")
     where = (f"{overlay_file(loaded.environment)} attestation.keys"
              if loaded.environment else "attestation.keys")
     keys = trusted_keys(loaded.policy.attestation.keys, loaded, where)

@@ -89,6 +89,7 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str,
     Nothing after the swap can fail the move: an audit entry that cannot be written is a
     warning (`store verify --repair`, or the next move, writes it from the history)."""
     pointer, etag = read_pointer(store, name, environment)
+    check_current(pointer)
     check_no_lost_moves(store, name, environment)
     repair_audit(store, name, environment, pointer)
     digest = manifest_digest(store, name, release_id)
@@ -99,6 +100,9 @@ def move_pointer(store: Store, name: str, environment: str, release_id: str,
                          manifest_sha256=digest, note=note or None, run_id=run_id or None,
                          approved_by=tuple(approved_by) if approved_by else None,
                          actor=dict(actor) if actor else None)
+    # Before the swap: what lets a crash between the swap and the audit entry be repaired,
+    # and only such a crash (a hand-written event has no intent).
+    store.create(intent_key(name, environment, event), audit_entry(name, environment, event))
     pointer.events.append(event)
     pointer.current = release_id
     store.write_if(pointer_key(name, environment),
@@ -127,19 +131,38 @@ def write_audit_retrying(store: Store, name: str, environment: str, event: Point
     return problem
 
 
+def _stamp_and_tag(event: PointerEvent) -> tuple[str, str]:
+    stamp = event.at.replace("-", "").replace(":", "").replace(".", "")
+    return stamp, sha256_bytes(canonical_json(event.to_json()))[:8]
+
+
 def audit_key(name: str, environment: str, event: PointerEvent) -> str:
     """Named by the event itself, so that writing it again is harmless."""
-    stamp = event.at.replace("-", "").replace(":", "").replace(".", "")
-    tag = sha256_bytes(canonical_json(event.to_json()))[:8]
+    stamp, tag = _stamp_and_tag(event)
     return f"audit/{name}/{stamp}-{event.action.value}-{environment}-{tag}.json"
+
+
+def intent_key(name: str, environment: str, event: PointerEvent) -> str:
+    """Where a move writes what it is about to do, before its swap (see move_pointer)."""
+    stamp, tag = _stamp_and_tag(event)
+    return f"audit/{name}/{stamp}-intent-{environment}-{tag}.json"
+
+
+def audit_entry(name: str, environment: str, event: PointerEvent) -> bytes:
+    return canonical_json({**event.to_json(), "environment": environment, "name": name})
 
 
 def write_audit(store: Store, name: str, environment: str, event: PointerEvent) -> None:
     # Already written means the same event, the same bytes.
     with contextlib.suppress(ConflictError):
-        store.create(audit_key(name, environment, event),
-                     canonical_json({**event.to_json(), "environment": environment,
-                                     "name": name}))
+        store.create(audit_key(name, environment, event), audit_entry(name, environment, event))
+
+
+def began_here(store: Store, name: str, environment: str, event: PointerEvent) -> bool:
+    """Whether a move of this tool wrote `event`: it records its intent before its swap. An
+    event with neither an intent nor an audit entry was written into the pointer by hand."""
+    return store.read(intent_key(name, environment, event)) == \
+        audit_entry(name, environment, event)
 
 
 def lost_moves(store: Store, name: str, environment: str, pointer: Pointer,
@@ -171,8 +194,12 @@ def audit_disagreement(store: Store, name: str, environment: str,
     holds another event: the pointer's record was rewritten), or None. A missing entry is
     not a contradiction (the store failed after the swap: `store verify --repair`)."""
     key = audit_key(name, environment, event)
-    if store.read(key) is not None:
-        return None
+    found = store.read(key)
+    if found is not None:
+        if _same_event(found, event):
+            return None
+        return (f"{environment}'s {event.action.value} at {event.at}: its audit entry {key} "
+                "holds another event (the entry was rewritten)")
     prefix = key.rpartition("-")[0]
     for other in store.list(f"audit/{name}/"):
         if other.rpartition("-")[0] != prefix:
@@ -189,6 +216,55 @@ def audit_disagreement(store: Store, name: str, environment: str,
             return (f"{environment}'s {event.action.value} at {event.at} is not the move its "
                     f"audit entry {other} records (the pointer's history was rewritten)")
     return None
+
+
+def _same_event(data: bytes, event: PointerEvent) -> bool:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return False
+    if not isinstance(body, dict):
+        return False
+    body = {k: v for k, v in body.items() if k not in ("environment", "name")}
+    return canonical_json(body) == canonical_json(event.to_json())
+
+
+def unrecorded(store: Store, name: str, environment: str, event: PointerEvent) -> str | None:
+    """Why `event` does not count as a move: its audit entry contradicts it, or there is
+    none (a move whose audit write failed counts once `store verify --repair` has written
+    it, which it does only for a move this tool began); None when the log records it."""
+    contradiction = audit_disagreement(store, name, environment, event)
+    if contradiction is not None:
+        return contradiction
+    key = audit_key(name, environment, event)
+    prefix = key.rpartition("-")[0]
+    # An entry an earlier version of the tool wrote has another tag for the same event
+    # (audit_disagreement found it equal).
+    if store.read(key) is not None or any(other.rpartition("-")[0] == prefix
+                                          for other in store.list(f"audit/{name}/")):
+        return None
+    return (f"{environment}'s {event.action.value} of {event.release_id} at {event.at} has "
+            "no audit entry, so it does not count (`serve-pipeline store verify --repair` "
+            "writes it when the move was this tool's)")
+
+
+def check_current(pointer: Pointer) -> None:
+    """The pointer's `current` is what its last move set: one edited by hand is refused."""
+    last = pointer.events[-1].release_id if pointer.events else None
+    if pointer.current != last:
+        raise StoreError(f"environment {pointer.environment}'s pointer names "
+                         f"{pointer.current} as current, but its last move set {last}: the "
+                         "pointer was edited; refusing to use it (`serve-pipeline store "
+                         "verify` reports it)")
+
+
+def read_checked_pointer(store: Store, name: str, environment: str) -> Pointer:
+    """The pointer, refused when its `current` is not its last move's, or when the audit
+    log records moves it no longer holds (rewound to undo a rollback, or rewritten)."""
+    check_no_lost_moves(store, name, environment)
+    pointer, _ = read_pointer(store, name, environment)
+    check_current(pointer)
+    return pointer
 
 
 def check_no_lost_moves(store: Store, name: str, environment: str) -> None:
@@ -212,6 +288,11 @@ def repair_audit(store: Store, name: str, environment: str, pointer: Pointer) ->
         if contradiction is not None:
             raise StoreError(f"{contradiction}; refusing to move it")
         if store.read(audit_key(name, environment, last)) is None:
+            if not began_here(store, name, environment, last):
+                raise StoreError(f"{environment}'s {last.action.value} at {last.at} has no "
+                                 "audit entry and was not begun by this tool (no intent "
+                                 "recorded): the pointer was written by hand; refusing to "
+                                 "move it")
             write_audit(store, name, environment, last)
 
 

@@ -37,11 +37,12 @@ from pipeline.release.manifest import (
 from pipeline.release.pointer_event import PointerAction
 from pipeline.release.pointers import (
     Moved,
-    audit_disagreement,
     check_manifest_unchanged,
     move_pointer,
+    read_checked_pointer,
     read_pointer,
     rollback_target,
+    unrecorded,
 )
 from pipeline.release.serving_layout import layout_prefix
 from pipeline.release.standing import standing
@@ -115,7 +116,9 @@ def check_intact(store: Store, release_id: str, manifest: Manifest, verb: str) -
 
 def check_requires(store: Store, loaded: LoadedSpec, environment: str, release_id: str) -> str:
     for required in loaded.policy.requires:
-        pointer, _ = read_pointer(store, loaded.spec.name, required)
+        # Its history as the audit log holds it: a rollback undone by rewinding the pointer
+        # still withdraws the release.
+        pointer = read_checked_pointer(store, loaded.spec.name, required)
         found = standing(pointer, release_id)
         where = f"({overlay_file(environment)}: requires)"
         if found.withdrawn is not None:
@@ -138,13 +141,12 @@ def check_passed_as_is(store: Store, loaded: LoadedSpec, release_id: str) -> Non
         pointer, _ = read_pointer(store, name, required)
         check_manifest_unchanged(pointer, release_id, digest)
         # ... as recorded by the move itself: a pointer event rewritten to the new digest
-        # is contradicted by its audit entry.
+        # is contradicted by its audit entry, and one added by hand has none.
         for event in pointer.events:
             if event.release_id == release_id:
-                contradiction = audit_disagreement(store, name, required, event)
-                if contradiction is not None:
-                    raise StoreError(f"release {release_id} cannot be promoted: "
-                                     f"{contradiction}")
+                reason = unrecorded(store, name, required, event)
+                if reason is not None:
+                    raise StoreError(f"release {release_id} cannot be promoted: {reason}")
 
 
 def check_gates(loaded: LoadedSpec, environment: str, release_id: str,

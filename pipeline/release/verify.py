@@ -16,8 +16,9 @@ from pipeline.release.pointer_event import PointerEvent
 from pipeline.release.pointers import (
     Pointer,
     audit_disagreement,
-    audit_key,
+    began_here,
     lost_moves,
+    unrecorded,
     write_audit,
 )
 from pipeline.release.serving_layout import layout_problems
@@ -131,14 +132,18 @@ def _check_audit(store: Store, check: StoreCheck, name: str, environment: str,
     """Every move of the pointer has its audit entry. One that is missing (the store failed
     after the swap) is rebuilt from the event with `repair`: the event holds all of it."""
     for event in events:
-        if store.read(audit_key(name, environment, event)) is not None:
+        if unrecorded(store, name, environment, event) is None:
             continue
         where = f"{name}/{environment}: the {event.action.value} at {event.at}"
         contradiction = audit_disagreement(store, name, environment, event)
         if contradiction is not None:
             check.problems.append(f"{name}/{environment}: {contradiction} (not repaired)")
             continue
-        if repair:
+        if not began_here(store, name, environment, event):
+            check.problems.append(f"{where} has no audit entry, and this tool did not begin "
+                                  "it (no intent recorded): the pointer's history was "
+                                  "written by hand (not repaired)")
+        elif repair:
             write_audit(store, name, environment, event)
             check.repaired.append(f"{where}: audit entry written from the pointer's history")
         else:

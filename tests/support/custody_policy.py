@@ -8,8 +8,12 @@ to releases afterwards, and a measured 45 ms p99 cannot be ordered from a real s
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from pipeline.digest import sha256_bytes
 from pipeline.release.manifest import manifest_key
+from pipeline.release.pointers import pointer_key
 from pipeline.release.store.base import blob_key
 from pipeline.release.store.s3 import S3Store
 from tests.support.custody import (
@@ -17,6 +21,7 @@ from tests.support.custody import (
     CliResult,
     CustodyWorld,
     Judged,
+    contains,
     refusal,
 )
 from tests.support.faultproxy import FaultRule
@@ -92,8 +97,9 @@ def blob_replaced(result: CliResult, world: CustodyWorld) -> Judged:
 def audit_write_fails(world: CustodyWorld) -> CliResult:
     release = approved(world, world.staged(b"audited"))
     assert world.proxy is not None
+    # The entry after the swap, not the intent before it (which would refuse the move).
     with world.proxy.faults(FaultRule(("slowdown",), probability=1.0, methods=["PUT"],
-                                      path=r"/audit/")):
+                                      path=r"/audit/.*-promote-production-")):
         return world.promote("production", release)
 
 
@@ -117,6 +123,65 @@ def reported_done_and_repaired(result: CliResult, world: CustodyWorld) -> Judged
     return Judged(True)
 
 
+def _pointer(world: CustodyWorld, environment: str) -> dict[str, Any]:
+    data = world.store.read(pointer_key("fraud-mlp", environment))
+    assert data is not None
+    body: dict[str, Any] = json.loads(data)
+    return body
+
+
+def _rewrite(world: CustodyWorld, environment: str, body: dict[str, Any]) -> None:
+    """What a writer with access to `environments/` alone can do: the audit log untouched."""
+    world.overwrite(pointer_key("fraud-mlp", environment), json.dumps(body).encode())
+
+
+def rollback_undone_by_hand(world: CustodyWorld) -> CliResult:
+    world.staged(b"good")
+    bad = approved(world, world.staged(b"bad"))
+    assert world.cli("rollback", "staging").returncode == 0
+    staging = _pointer(world, "staging")
+    staging["events"].pop()                     # the rollback that withdrew it
+    staging["current"] = bad
+    _rewrite(world, "staging", staging)
+    return world.promote("production", bad)
+
+
+def promote_event_added_by_hand(world: CustodyWorld) -> CliResult:
+    world.staged(b"live")
+    never = approved(world, world.publish(b"never staged"))
+    staging = _pointer(world, "staging")
+    forged = dict(staging["events"][-1], release_id=never,
+                  previous_release_id=staging["current"],
+                  manifest_sha256=sha256_bytes(world.store.read(manifest_key("fraud-mlp",
+                                                                             never)) or b""),
+                  at="2026-01-01T00:00:00.000000Z")
+    staging["events"].append(forged)
+    staging["current"] = never
+    _rewrite(world, "staging", staging)
+    return world.promote("production", never)
+
+
+def current_edited_then_deployed(world: CustodyWorld) -> CliResult:
+    live = approved(world, world.staged(b"approved"))
+    assert world.promote("production", live).returncode == 0
+    other = world.staged(b"not approved")
+    production = _pointer(world, "production")
+    production["current"] = other
+    _rewrite(world, "production", production)
+    return world.cli("materialize", "production", "--to",
+                     str(world.project / "deployed"))
+
+
+def audit_entry_rewritten(world: CustodyWorld) -> CliResult:
+    live = approved(world, world.staged(b"audited move"))
+    assert world.promote("production", live).returncode == 0
+    [key] = [k for k in world.store.list("audit/fraud-mlp/")
+             if "-promote-production-" in k]
+    entry = json.loads(world.store.read(key) or b"{}")
+    world.overwrite(key, json.dumps({**entry, "by": "someone-else"}).encode())
+    return world.cli("store", "verify")
+
+
 POLICY_ATTACKS = [
     Attack("rollback --to a release never live there", rollback_to_never_live,
            refusal(5, "was never live in production; promote it instead (requires: passed "
@@ -132,6 +197,15 @@ POLICY_ATTACKS = [
            refusal(5, "does not count as passed staging")),
     Attack("a corrupt blob already in the store at publish", corrupt_blob_at_publish,
            blob_replaced),
+    Attack("a staging rollback undone in the pointer alone", rollback_undone_by_hand,
+           refusal(3, "the audit log records 1 moves of staging that its pointer does not "
+                      "hold")),
+    Attack("a promote event added to staging by hand", promote_event_added_by_hand,
+           refusal(3, "has no audit entry, so it does not count")),
+    Attack("production's current edited, then materialized", current_edited_then_deployed,
+           refusal(3, "the pointer was edited; refusing to use it")),
+    Attack("an audit entry rewritten", audit_entry_rewritten,
+           contains("holds another event (the entry was rewritten)")),
 ]
 # Only a real S3 server behind the fault proxy can fail the audit write after the swap.
 S3_POLICY_ATTACKS = [Attack("the audit write fails after the swap", audit_write_fails,

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,11 @@ from pipeline.errors import StoreError, UsageError
 from pipeline.release.manifest import BlobSource, publish_release, read_manifest, utc_now
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.pointer_event import PointerAction
-from pipeline.release.pointers import move_pointer, read_pointer
+from pipeline.release.pointers import move_pointer, read_checked_pointer, read_pointer
 from pipeline.release.policy import rollback
 from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
+from pipeline.release.verify import verify_store
 
 
 @pytest.fixture
@@ -102,3 +104,35 @@ def test_store_verify_takes_no_concurrent_move_for_a_lost_one(tmp_path: Path) ->
     assert verify_store(store).problems == []
     assert read_pointer(store, "demo", "staging")[0].current == second   # it did move
     assert verify_store(store).problems == []
+
+
+def test_an_event_written_by_hand_is_never_laundered_into_the_audit_log(
+        store: LocalStore) -> None:
+    """A move whose audit write failed is repaired from its intent; an event added to the
+    pointer by hand has none, so neither the next move nor `--repair` writes its entry."""
+    first, second = release(store, b"one"), release(store, b"two", run_id="r2")
+    move_pointer(store, "demo", "staging", first, PointerAction.PROMOTE, "ci")
+    path = store.root / "environments" / "demo" / "staging.json"
+    body = json.loads(path.read_text())
+    forged = dict(body["events"][-1], release_id=second, previous_release_id=first,
+                  at="2026-01-01T00:00:00.000000Z")
+    body["events"].append(forged)
+    body["current"] = second
+    path.write_text(json.dumps(body))
+    with pytest.raises(StoreError, match="was not begun by this tool"):
+        move_pointer(store, "demo", "staging", first, PointerAction.ROLLBACK, "ci")
+    check = verify_store(store, repair=True)
+    assert check.repaired == []
+    assert any("no intent recorded" in problem for problem in check.problems), check.problems
+    assert not [key for key in store.list("audit/demo/") if "20260101" in key]
+
+
+def test_a_current_edited_by_hand_is_refused(store: LocalStore) -> None:
+    first, second = release(store, b"one"), release(store, b"two", run_id="r2")
+    move_pointer(store, "demo", "production", first, PointerAction.PROMOTE, "ci")
+    path = store.root / "environments" / "demo" / "production.json"
+    path.write_text(path.read_text().replace(f'"current": "{first}"', f'"current": "{second}"'))
+    with pytest.raises(StoreError, match="its last move set"):
+        read_checked_pointer(store, "demo", "production")
+    with pytest.raises(StoreError, match="the pointer was edited"):
+        move_pointer(store, "demo", "production", first, PointerAction.ROLLBACK, "ci")

@@ -12,8 +12,8 @@
 - Manifests are created with `If-None-Match: *`; environment pointers are
   replaced with `If-Match: <etag>`: a lost race is a ConflictError, not a
   silent overwrite.
-- Throttling, 5xx and dropped connections are retried with exponential backoff
-  (botocore's standard retry mode, 5 attempts).
+- Throttling, 5xx, dropped connections and answers not begun within 20 s are retried
+  with exponential backoff (botocore's standard retry mode, 5 attempts).
 """
 
 from __future__ import annotations
@@ -54,6 +54,11 @@ if TYPE_CHECKING:
 # botocore "standard" mode: exponential backoff with jitter for throttling, 5xx and
 # dropped connections. 5 attempts keep a dead endpoint's error under ~15 s.
 ATTEMPTS = 5
+CONNECT_TIMEOUT_S = 5
+# Waiting for an answer, not for a transfer: a large upload's or download's bytes keep
+# flowing; S3 answers a request within seconds, and keeps a long CompleteMultipartUpload
+# alive with whitespace.
+READ_TIMEOUT_S = 20
 CHUNK = 1 << 20
 
 
@@ -79,8 +84,12 @@ class S3Store:
             raise StoreError(f"store {url}: no bucket name")
         self.prefix = prefix.strip("/")
         # botocore's "max_attempts" counts retries; "total_max_attempts" counts requests.
+        # An endpoint that accepts connections and never answers costs READ_TIMEOUT_S per
+        # attempt: about 2 minutes in all with the backoff, where botocore's default 60 s
+        # made it 5 minutes of silence.
         config = Config(retries={"mode": "standard", "total_max_attempts": attempts},
-                        connect_timeout=10, read_timeout=60, max_pool_connections=32,
+                        connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
+                        max_pool_connections=32,
                         request_checksum_calculation="when_supported")
         self.client: S3Client = boto3.client("s3", endpoint_url=endpoint_url, config=config)
         self.transfer = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD,
