@@ -113,6 +113,19 @@ class ManagedProcess:
             return []
         return descendants if self.led else [root, *descendants]
 
+    def stopped_note(self) -> str:
+        """" (its process 123 is stopped: ...)" when a process of the tree is stopped by a
+        signal or a debugger: why it does not answer, though it is alive; else ""."""
+        for process in self.tree():
+            try:
+                state = process.status()
+            except psutil.Error:
+                continue
+            if state in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+                return (f" (its process {process.pid}, {process.name()}, is stopped: a "
+                        "SIGSTOP, a job-control stop or a debugger holds it)")
+        return ""
+
     def stop(self, grace_s: float = 15.0) -> None:
         """SIGTERM the group, wait up to `grace_s`, then SIGKILL whatever is left of it.
         Idempotent: a second call (from another thread too) returns once the first is done."""

@@ -135,7 +135,8 @@ class TorchServeEndpoint(EndpointLifecycle):
         try:
             reply = http.call("GET", f"{self.metrics_url}/metrics", timeout_s=5.0)
         except http.Unreachable as exc:
-            raise ServerError(f"cannot read TorchServe metrics: {exc}") from None
+            held = self.process.stopped_note() if self.process is not None else ""
+            raise ServerError(f"cannot read TorchServe metrics: {exc}{held}") from None
         if reply.status != 200:
             raise ServerError(f"TorchServe /metrics answered {reply.status}")
         return TorchServeStats.from_prometheus(reply.text(), self.model_name)

@@ -188,7 +188,8 @@ class TritonEndpoint(EndpointLifecycle):
         try:
             reply = http.call("GET", url, timeout_s=5.0)
         except http.Unreachable as exc:
-            raise ServerError(f"cannot read statistics: {exc}") from None
+            held = self.process.stopped_note() if self.process is not None else ""
+            raise ServerError(f"cannot read statistics: {exc}{held}") from None
         if reply.status != 200:
             raise ServerError(f"GET {url} answered {reply.status}: {reply.text()[:200]}")
         return TritonStats.from_json(json.loads(reply.body))
