@@ -156,9 +156,9 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
 
     check = verify_store(store, repair=repair, unapproved=unapproved)
     check.problems += unreadable
-    if isinstance(store, LocalStore) and not store.root.is_dir():   # a typo in publish.store
-        check.problems.append(f"no store at {store.root}: nothing was ever published there "
-                              f"({file.name}: publish.store)")
+    if isinstance(store, LocalStore) and not store.root.is_dir():   # new, or a typo
+        check.notes.append(f"no store at {store.root}: nothing was ever published there "
+                           f"({file.name}: publish.store)")
     keys = approver_keys_by_environment(loaded)
     check.problems += unsigned_approvals(store, lambda environment: keys.get(environment, []))
     if output == "json":
@@ -168,8 +168,8 @@ def store_verify(file: SpecFile = DEFAULT_SPEC,
             out().print(Text.assemble(("✗ ", "red"), problem))
         for repaired in check.repaired:
             out().print(Text.assemble(("✓ ", "green"), repaired))
-        for leftover in check.leftovers:
-            out().print(Text.assemble(("· ", "yellow"), leftover))
+        for note in [*check.notes, *check.leftovers]:
+            out().print(Text.assemble(("· ", "yellow"), note))
         out().print(f"{store.url}: {check.manifests} manifests, {check.blobs} blobs, "
                   f"{check.pointers} pointers checked; {len(check.problems)} problems"
                   + (f", {len(check.leftovers)} leftovers" if check.leftovers else ""))

@@ -17,6 +17,7 @@ from pipeline.gates.percentile_verdict import (
     judge_percentile,
 )
 from pipeline.gates.samples import HistogramSample
+from pipeline.gates.stall import stall_gate
 from pipeline.gates.throughput import throughput_gate
 from pipeline.measure import histogram_reads
 from pipeline.measure.load_result import LoadResult
@@ -156,6 +157,9 @@ def latency_gates(spec: Spec, judgement: Judgement, windows: list[LoadResult],
     if slo.min_throughput is not None:
         gates.append(throughput_gate(windows,
                                      slo.min_throughput.per_second, judgement.alpha))
+    stall = stall_gate(windows, slo.p99.seconds)
+    if stall is not None:
+        gates.append(stall)
     if slo.queue_mean is not None:
         # A mean against a budget stated as a mean: the counters of both servers give
         # only sums, and Triton's summary quantiles cover a sliding time span, not our

@@ -35,6 +35,11 @@ def failed_latency_us(elapsed_s: float, timeout_s: float) -> int:
     return latency_us(max(elapsed_s, timeout_s))
 
 
+# Errors the server never answered: the client gave up waiting, or lost the connection
+# (open loop: still unanswered, or never sent, at a step's hard end).
+NO_ANSWER = frozenset({"timeout", "connection", "unanswered", "unsent"})
+
+
 @dataclass
 class LoadResult:
     """Latencies (µs) and outcomes of one measurement window.
@@ -44,6 +49,9 @@ class LoadResult:
     load generator records it (`record`), `finished_s` and `latencies_us` keep every
     request in completion order (seconds since the window began, and its latency), so
     that a verdict can cut the window into blocks of consecutive requests.
+    `answered_s` keeps when each request the server answered (a result or an error it
+    sent, not a timeout or a lost connection) finished, where the timeline is kept: a stall
+    is the longest span without one.
     `client_wait_s` is the time the client's threads spent waiting for a CPU (None where
     the platform does not say). `sizes` holds the same latencies by the size bucket of
     the request (a mix's, `RequestMix`): every request of a mix is in the histogram and
@@ -57,6 +65,7 @@ class LoadResult:
     client_cpu_s: float = 0.0
     finished_s: array[float] = field(default_factory=lambda: array("d"))
     latencies_us: array[int] = field(default_factory=lambda: array("q"))
+    answered_s: array[float] = field(default_factory=lambda: array("d"))
     client_wait_s: float | None = None
     sizes: dict[str, HdrHistogram] = field(default_factory=dict)
 
@@ -73,6 +82,8 @@ class LoadResult:
             self.completed += 1
         else:
             self.errors[error] += 1
+        if error not in NO_ANSWER:
+            self.answered_s.append(finished_s)
 
     def record_size(self, size: str | None, value_us: int) -> None:
         if size is not None:
@@ -100,6 +111,7 @@ class LoadResult:
         self.errors.update(other.errors)
         self.finished_s.extend(self.duration_s + at for at in other.finished_s)
         self.latencies_us.extend(other.latencies_us)
+        self.answered_s.extend(self.duration_s + at for at in other.answered_s)
         self.duration_s += other.duration_s
         self.client_cpu_s += other.client_cpu_s
         if other.client_wait_s is not None:
@@ -112,6 +124,10 @@ class LoadResult:
     @property
     def error_count(self) -> int:
         return sum(self.errors.values())
+
+    @property
+    def answered(self) -> int:
+        return self.requests - sum(self.errors[kind] for kind in NO_ANSWER)
 
     @property
     def throughput(self) -> float:

@@ -119,6 +119,7 @@ async def _closed_loop_blocking(callers: list[BlockingCaller], duration_s: float
         result.errors.update(share.errors)
     result.finished_s.extend(at for at, _ in timeline)
     result.latencies_us.extend(value for _, value in timeline)
+    result.answered_s.extend(sorted(at for share in shares for at in share.answered_s))
     return result
 
 

@@ -37,11 +37,12 @@ class StoreCheck:
     repaired: list[str] = field(default_factory=list)
     # Not problems: no reader sees them, and no release depends on them.
     leftovers: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"manifests": self.manifests, "blobs": self.blobs, "pointers": self.pointers,
                 "problems": self.problems, "repaired": self.repaired,
-                "leftovers": self.leftovers, "ok": not self.problems}
+                "leftovers": self.leftovers, "notes": self.notes, "ok": not self.problems}
 
 
 def _load(store: Store, key: str, check: StoreCheck) -> dict[str, Any] | None:
