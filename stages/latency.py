@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline import metric_names as m
 from pipeline.context import RunContext
-from pipeline.gates import error_rate, memory_growth
+from pipeline.gates import error_rate, memory_growth, stall
 from pipeline.gates.latency import (
     Judgement,
     client_limited,
@@ -98,7 +98,7 @@ def run(ctx: RunContext) -> StageResult:
         details["load_workers"] = workers
     message = _message(measured, measured_outcome, details["preferred_reached"], stable,
                        outcome)
-    gates = _errors_first(gates)
+    gates = _causes_first(gates)
     result = StageResult.judged(NAME, gates, message, measured_outcome.to_json(), details,
                                 accept_inconclusive=stage.verdict.accept_inconclusive)
     if measured.errors:
@@ -109,11 +109,15 @@ def run(ctx: RunContext) -> StageResult:
     return result
 
 
-def _errors_first(gates: list[Gate]) -> list[Gate]:
-    """A failed error-rate gate leads: when requests fail, their latency (censored at the
-    timeout) fails the percentiles too, and the errors are the cause to read first."""
-    errors = [gate for gate in gates if gate.name == error_rate.GATE and not gate.passed]
-    return errors + [gate for gate in gates if gate not in errors]
+# Failed, these lead, in this order: a stall and failed requests drag the percentiles and
+# the throughput down with them, and are the cause to read first.
+CAUSES = (stall.GATE, error_rate.GATE)
+
+
+def _causes_first(gates: list[Gate]) -> list[Gate]:
+    causes = sorted((gate for gate in gates if gate.name in CAUSES and not gate.passed),
+                    key=lambda gate: CAUSES.index(gate.name))
+    return causes + [gate for gate in gates if gate not in causes]
 
 
 def _memory_gates(spec: Spec, server: ModelServer, before: dict[str, float],

@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -177,3 +178,33 @@ def test_the_tool_killed_takes_its_server_with_it(project: Path, tally: Tally,
     shown = cli(["report", str(record["run_id"]), "--format", "json"], folder)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["status"] == "abandoned", shown.stdout[:400]
+
+
+def test_a_server_frozen_mid_latency_fails_the_stall_gate(project: Path, tally: Tally) -> None:
+    """SIGSTOP for 4 s: the closed loop's few requests in flight barely move a percentile
+    or the error rate; the span in which nothing was answered fails latency.longest_stall
+    (at least 2 s for this SLO), and leads the stage's message."""
+    folder = spec_for(project, "triton", "latency")
+    process = start_cli(["run"], folder)
+    try:
+        record = wait_until_running(folder, "latency")
+        server = victim(record, "server")
+        time.sleep(1.5)                       # past the warm-up, inside the windows
+        os.kill(server, signal.SIGSTOP)
+        tally.add("faults")
+        try:
+            time.sleep(4.0)
+        finally:
+            os.kill(server, signal.SIGCONT)
+        _, stderr = process.communicate(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 1, stderr
+    latency = next(s for s in stages_of(record_of(folder)) if s["name"] == "latency")
+    listed: list[dict[str, Any]] = latency["gates"]  # type: ignore[assignment]
+    gates = {g["name"]: g for g in listed}
+    assert gates["latency.longest_stall"]["outcome"] == "failed", gates
+    assert float(gates["latency.longest_stall"]["observed"]) >= 3.0
+    assert str(latency["message"]).startswith("latency.longest_stall"), latency["message"]
