@@ -21,7 +21,8 @@ def gate(stage: str, name: str, observed: float | str, threshold: float, compari
 
 
 def recorded(p99_ms: float = 6.0, p99_high_ms: float | None = None, p99_threshold: float = 50.0,
-             p99_outcome: str = "passed", with_p95: bool = True) -> dict[str, Any]:
+             p99_outcome: str = "passed", with_p95: bool = True,
+             stall: tuple[float, float] | None = None) -> dict[str, Any]:
     """`gates` and `stages` of a manifest body, as a passed run records them."""
     high = p99_high_ms if p99_high_ms is not None else p99_ms * 1.1
     gates = [gate("latency", "latency.p99", p99_ms, p99_threshold, "<=", "ms", p99_outcome,
@@ -29,6 +30,8 @@ def recorded(p99_ms: float = 6.0, p99_high_ms: float | None = None, p99_threshol
     if with_p95:
         gates.append(gate("latency", "latency.p95", 4.0, 30.0, "<=", "ms", "passed",
                           (3.6, 4.4)))
+    if stall is not None:                  # (observed, threshold) seconds
+        gates.append(gate("latency", "latency.longest_stall", stall[0], stall[1], "<=", "s"))
     gates += [
         gate("latency", "latency.error_rate", 0.0, 0.1, "<=", "%"),
         gate("latency", "latency.throughput", 900.0, 100.0, ">=", "/s"),

@@ -91,6 +91,14 @@ def test_an_unmeasured_or_inconclusive_gate_is_refused(project: Path) -> None:
                               "stages.latency.verdict.accept_inconclusive is false)")
 
 
+def test_a_stall_a_looser_slo_allowed_is_refused_by_a_stricter_p99(project: Path) -> None:
+    """latency.longest_stall's threshold follows slo.p99 (20 x, at least 2 s): 3 s passed
+    under a 200 ms p99 (4 s), not under production's 40 ms (2 s)."""
+    assert production_review(project, stall=(1.5, 2.0)) == []
+    refused = production_review(project, stall=(3.0, 4.0))
+    assert [line for line in refused if line.startswith("latency.longest_stall")], refused
+
+
 def test_an_inconclusive_result_is_named_where_the_target_accepts_it(project: Path) -> None:
     (project / "environments" / "staging.yaml").write_text(
         "stages: {latency: {verdict: {accept_inconclusive: true}}}\n")
