@@ -4,6 +4,10 @@ Pass when the upper bound of the error rate meets the SLO, fail when the lower b
 misses it, inconclusive otherwise. No error in too few requests is inconclusive, not a
 pass: with n requests and none failed, the upper bound is about 3 / n at 95%, so an SLO of
 0.1% needs some 3,000 requests before it can pass; the message says how many.
+
+An SLO of 0% (the default when `slo.error_rate` is left out) no bound can ever meet: it is
+judged on the count, as its author means it. No error passes (the message states the
+bound the requests give), one error fails.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ GATE = "latency.error_rate"
 def requests_to_decide(errors: int, requests: int, slo: float, alpha: float) -> int | None:
     """Roughly how many requests in all would decide at the observed rate (None: the
     observed rate is the SLO itself)."""
+    if slo <= 0:
+        return None                 # judged on the count (error_rate_gate)
     if errors == 0:
         return trials_to_bound_zero(slo, alpha)
     rate = errors / requests
@@ -37,6 +43,12 @@ def error_rate_gate(errors: int, requests: int, slo: float, alpha: float,
     low, high = clopper_pearson(errors, requests, alpha)
     observed = errors / requests * 100
     interval = (low * 100, high * 100)
+    if slo <= 0:
+        outcome = "passed" if errors == 0 else "failed"
+        return Gate.decided(GATE, observed, 0.0, outcome, "<=", "%", interval, requests,
+                            f"{errors} errors in {requests} requests; an SLO of 0% is "
+                            f"judged on the count: any error fails it (the rate is under "
+                            f"{high:.4%} at {1 - alpha:.4g})")
     if high <= slo:
         outcome, reason = "passed", f"upper bound {high:.4%} <= {slo:.4%}"
     elif low > slo:

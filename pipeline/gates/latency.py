@@ -157,7 +157,7 @@ def latency_gates(spec: Spec, judgement: Judgement, windows: list[LoadResult],
     if slo.min_throughput is not None:
         gates.append(throughput_gate(windows,
                                      slo.min_throughput.per_second, judgement.alpha))
-    stall = stall_gate(windows, slo.p99.seconds)
+    stall = stall_gate(windows, slo)
     if stall is not None:
         gates.append(stall)
     if slo.queue_mean is not None:

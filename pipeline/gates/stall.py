@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from pipeline.measure.load_result import LoadResult
+from pipeline.spec.models import STALL_FLOOR_S, SloSpec
 from pipeline.stage_result import Gate
 
 GATE = "latency.longest_stall"
-FLOOR_S = 2.0
-SLO_MULTIPLE = 20.0
 
 
 @dataclass(frozen=True)
@@ -34,10 +33,6 @@ class Stall:
     seconds: float
     window: int          # 0-based, among the windows judged
     from_s: float        # since the window began
-
-
-def threshold_s(slo_p99_s: float) -> float:
-    return max(FLOOR_S, SLO_MULTIPLE * slo_p99_s)
 
 
 def longest_stall(window: LoadResult, index: int) -> Stall | None:
@@ -49,17 +44,17 @@ def longest_stall(window: LoadResult, index: int) -> Stall | None:
     return Stall(max(length, 0.0), index, start)
 
 
-def stall_gate(windows: Sequence[LoadResult], slo_p99_s: float) -> Gate | None:
+def stall_gate(windows: Sequence[LoadResult], slo: SloSpec) -> Gate | None:
     stalls = [stall for index, window in enumerate(windows)
               if (stall := longest_stall(window, index)) is not None]
     if not stalls:
         return None
     worst = max(stalls, key=lambda stall: stall.seconds)
-    limit = threshold_s(slo_p99_s)
+    limit = slo.max_stall_s()
     passed = worst.seconds <= limit
     reason = "" if passed else (
         f"no request was answered for {worst.seconds:.1f}s (window {worst.window + 1}, from "
         f"{worst.from_s:.1f}s): the server stopped answering while requests waited, which "
         f"open traffic would have waited out in full (threshold: 20 x slo.p99, at least "
-        f"{FLOOR_S:g}s)")
+        f"{STALL_FLOOR_S:g}s)")
     return Gate(GATE, round(worst.seconds, 3), limit, passed, "<=", "s", reason=reason)

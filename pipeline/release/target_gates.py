@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.gates import stall
 from pipeline.release.configured import configured_in
 from pipeline.release.manifest_record import Manifest
 from pipeline.spec.models import LoadedSpec, Spec
@@ -59,8 +58,8 @@ def thresholds(spec: Spec) -> dict[str, Threshold]:
     found.append(Threshold("latency.error_rate", "slo.error_rate",
                            slo.error_rate.fraction * 100, "<=", "%", True))
     # Set by slo.p99 (pipeline.gates.stall); releases published before the gate lack it.
-    found.append(Threshold(stall.GATE, "slo.p99", stall.threshold_s(slo.p99.seconds), "<=",
-                           "s", False))
+    found.append(Threshold("latency.longest_stall", "slo.p99", slo.max_stall_s(), "<=", "s",
+                           False))
     if slo.min_throughput is not None:
         minimum = slo.min_throughput.per_second
         found.append(Threshold("latency.throughput", "slo.min_throughput", minimum, ">=", "/s",

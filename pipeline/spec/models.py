@@ -402,6 +402,10 @@ class BudgetSpec(StrictModel):
         return total
 
 
+STALL_FLOOR_S = 2.0
+STALL_P99_MULTIPLE = 20.0
+
+
 class SloSpec(StrictModel):
     p99: DurationField = Field(description="Gate: client p99 latency at the latency stage.")
     p95: DurationField | None = Field(default=None, description="Optional gate: client p95.")
@@ -419,6 +423,11 @@ class SloSpec(StrictModel):
 
     def queue_budget(self) -> Duration:
         return self.p99 - self.budget.total()
+
+    def max_stall_s(self) -> float:
+        """The longest span without an answer the latency stage lets pass (gate
+        latency.longest_stall, pipeline/gates/stall.py): 20 x p99, at least 2 s."""
+        return max(STALL_FLOOR_S, STALL_P99_MULTIPLE * self.p99.seconds)
 
 
 class PublishSpec(StrictModel):

@@ -133,6 +133,9 @@ def parse_document(text: str, display: str) -> PositionedDocument:
     return document
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _Builder:
     def __init__(self, loader: SpecLoader, document: PositionedDocument) -> None:
         self.loader = loader
@@ -161,9 +164,15 @@ class _Builder:
                          format_path(path)) from None
 
     def _mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any]:
+        # YAML merge keys (`<<: *anchor`): flatten_mapping puts the merged pairs first, and
+        # a key written in the mapping itself overrides a merged one (as YAML 1.1 says);
+        # only a key written twice in the mapping is a duplicate.
+        explicit = sum(1 for key_node, _ in node.value if key_node.tag != MERGE_TAG)
         self.loader.flatten_mapping(node)
+        merged = len(node.value) - explicit
         result: dict[str, Any] = {}
-        for key_node, value_node in node.value:
+        written: set[str] = set()
+        for index, (key_node, value_node) in enumerate(node.value):
             mark = self._mark(key_node)
             if not isinstance(key_node, yaml.ScalarNode):
                 raise _issue(mark.file, mark.line, mark.column, "keys must be plain strings",
@@ -173,10 +182,13 @@ class _Builder:
                 raise _issue(mark.file, mark.line, mark.column,
                              f"key {key!r} must be a string", format_path(path))
             child = (*path, key)
-            if key in result:
-                first = self.document.key_marks[child]
-                raise _issue(mark.file, mark.line, mark.column,
-                             f"duplicate key (first at line {first.line})", format_path(child))
+            if index >= merged:
+                if key in written:
+                    first = self.document.key_marks[child]
+                    raise _issue(mark.file, mark.line, mark.column,
+                                 f"duplicate key (first at line {first.line})",
+                                 format_path(child))
+                written.add(key)
             self.document.key_marks[child] = mark
             result[key] = self.build(value_node, child)
         return result

@@ -3,6 +3,7 @@ what the runtime can run; the server kind's own rules (its `KindSpec`) run among
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def semantic_issues(spec: Spec, document: PositionedDocument, workspace: Path,
                 for rule in other.section_rules]
     rules = (input_files_exist, docker_has_a_base_image, *kind.settings_rules,
              port_names_known(kind), *sections, onnx_model_is_onnx, *kind.load_rules,
-             load_batch_fits, regression_metrics_known, request_data_matches,
+             load_batch_fits, requests_fit, regression_metrics_known, request_data_matches,
              replay_log_matches, mixes_go_over_http, text_needs_a_torch_model)
     for rule in rules:
         problems += rule(spec, document, workspace)
@@ -265,6 +266,43 @@ def text_needs_a_torch_model(spec: Spec, _: PositionedDocument, __: Path
     elif spec.server.backend != "python":       # Triton's; TorchServe runs a handler
         yield (("server", "backend"), f"string tensors are served by the python backend; "
                f"backend {spec.server.backend} is not")
+
+
+# The largest request any stage builds (parity's batches of max_batch_size items) is held in
+# memory whole, several times: by the generator or data file, the encoder, the server, the
+# reference. Past this, a typo in a shape (an extra zero) is what it almost always is.
+REQUEST_LIMIT_BYTES = 1 << 30
+DTYPE_BYTES = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+               "float16": 2, "float32": 4, "float64": 8}
+
+
+def requests_fit(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
+    """A full batch of the declared tensors stays under REQUEST_LIMIT_BYTES (string tensors
+    have no declared size; a -1 takes the largest of model.sizes, else 1)."""
+    model = spec.model
+    items = max(spec.server.batching.max_batch_size, 1)
+    largest = max(model.sizes.values) if model.sizes is not None else 1
+    for side, tensors in (("inputs", model.inputs), ("outputs", model.outputs)):
+        for index, tensor in enumerate(tensors):
+            width = DTYPE_BYTES.get(tensor.dtype)
+            if width is None:
+                continue
+            item = width * math.prod(tensor.item_shape(largest) if tensor.variable
+                                     else tensor.shape)
+            if item * items > REQUEST_LIMIT_BYTES:
+                yield (("model", side, index, "shape"),
+                       f"one item of {tensor.name} is {_bytes(item)} ({tensor.dtype} "
+                       f"{tensor.shape}), {_bytes(item * items)} for a batch of "
+                       f"max_batch_size {items}: over the {_bytes(REQUEST_LIMIT_BYTES)} a "
+                       "request may hold here (check the shape for a typo; a smaller "
+                       "max_batch_size lowers it)")
+
+
+def _bytes(count: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:,.1f} {unit}"
+    return f"{count} B"
 
 
 _BUDGET_RULES: tuple[Rule, ...] = (queue_budget_left, p95_under_p99)

@@ -270,3 +270,27 @@ def test_a_latency_measurement_of_no_time_is_refused(project: Path) -> None:
     path = example_with(project, "duration: 10s", "duration: 0s")
     [issue] = issues_of(path)
     assert "stages.latency.duration: the measurement must be longer than 0s" in issue
+
+
+def test_a_request_too_large_to_hold_is_refused_at_the_shape(project: Path) -> None:
+    """An extra zero in a shape: 40,000 x 40,000 float32 is 6 GiB an item."""
+    spec = project / "serve.yaml"
+    text = spec.read_text()
+    spec.write_text(text.replace("shape: [16]", "shape: [40000, 40000]", 1))
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    [issue] = [str(i) for i in caught.value.issues if "model.inputs[0].shape" in str(i)]
+    assert "one item of features is 6.0 GiB (float32 [40000, 40000])" in issue
+    assert "over the 1.0 GiB a request may hold here" in issue
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if "shape: [16]" in row)
+    assert f"serve.yaml:{line}" in issue
+
+
+def test_a_merge_key_may_be_overridden_but_a_key_written_twice_may_not() -> None:
+    """YAML 1.1 merge keys: the anchor idiom `{<<: *base, name: other}` overrides."""
+    text = ("inputs: [&in {name: features, dtype: float32, shape: [16]}]\n"
+            "outputs: [{<<: *in, name: scores, shape: [4]}]\n")
+    parsed = parse_document(text, "serve.yaml")
+    assert parsed.data["outputs"] == [{"name": "scores", "dtype": "float32", "shape": [4]}]
+    with pytest.raises(SpecError, match=r"serve.yaml:2:35: outputs\[0\].name: duplicate key"):
+        parse_document(text.replace("name: scores,", "name: scores, name: x,"), "serve.yaml")

@@ -119,3 +119,15 @@ def test_a_window_holds_the_requests_a_bound_needs_up_to_the_cap() -> None:
     longest = stage.max_duration.seconds / windows
     assert window_seconds(spec, 1.0) == pytest.approx(longest)
     assert window_seconds(spec, 0.0) == pytest.approx(longest)
+
+
+def test_a_zero_error_rate_slo_is_judged_on_the_count() -> None:
+    """slo.error_rate left out is 0%: no bound meets it, so the count decides; no crash."""
+    from pipeline.gates.error_rate import error_rate_gate, requests_to_decide
+
+    clean = error_rate_gate(0, 16_000, 0.0, 0.01)
+    assert clean.passed and clean.outcome == "passed"
+    assert "an SLO of 0% is judged on the count" in clean.reason
+    one = error_rate_gate(1, 16_000, 0.0, 0.01)
+    assert not one.passed and one.outcome == "failed"
+    assert requests_to_decide(0, 16_000, 0.0, 0.01) is None
