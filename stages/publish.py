@@ -8,6 +8,7 @@ from typing import Any
 
 from pipeline.context import RunContext
 from pipeline.digest import canonical_json, sha256_bytes
+from pipeline.errors import StoreError
 from pipeline.outcomes.publish import UploadOutcome
 from pipeline.provenance import git_state
 from pipeline.record import RunRecord, ServerInfo
@@ -144,6 +145,8 @@ def run(ctx: RunContext) -> StageResult:
         result = StageResult.judged(NAME, gates, "", details=comparison)
         result.message = ("regression against the live release: " + result.message +
                           "; nothing was published")
+        if "unavailable" in comparison.get("comparison", {}):
+            result.exit_code = StoreError.exit_code    # the store could not give it: 3
         return result
     spec_bytes = ctx.loaded.canonical_json().encode()
     verification = canonical_json({"run_id": ctx.run_id,

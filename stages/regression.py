@@ -23,7 +23,7 @@ from pipeline.regression.gates import (
     same_bytes,
     verdict_gates,
 )
-from pipeline.regression.live_serving import LiveUnservable, serve_live
+from pipeline.regression.live_serving import IntegrityFailed, LiveUnservable, serve_live
 from pipeline.regression.paired import PairedVerdict
 from pipeline.regression.settings import paired_settings
 from pipeline.regression.side_by_side import (
@@ -55,8 +55,13 @@ def _not_needed(ctx: RunContext) -> str | None:
     return None
 
 
-def _failed(reason: str, details: dict[str, Any]) -> StageResult:
-    return StageResult.judged(NAME, [live_release_failed(reason)], "", details=details)
+def _failed(reason: str, details: dict[str, Any], store_fault: bool = False) -> StageResult:
+    """Failed closed; `store_fault`: the store could not give the live release's bytes
+    intact, which exits as every store error does (3)."""
+    result = StageResult.judged(NAME, [live_release_failed(reason)], "", details=details)
+    if store_fault:
+        result.exit_code = StoreError.exit_code
+    return result
 
 
 def run(ctx: RunContext) -> StageResult:
@@ -69,7 +74,7 @@ def run(ctx: RunContext) -> StageResult:
     live = live_release(store, ctx.loaded.spec.name, environment)
     details: dict[str, Any] = {"environment": environment, "live_release_id": live.release_id}
     if live.problem is not None:
-        return _failed(live.problem, details)
+        return _failed(live.problem, details, store_fault=True)
     if live.release_id is None:
         return StageResult(NAME, Status.PASSED, f"nothing is live in {environment}: "
                            "nothing to compare", gates=[live_release_absent()],
@@ -77,12 +82,13 @@ def run(ctx: RunContext) -> StageResult:
     try:
         manifest = read_manifest(store, ctx.loaded.spec.name, live.release_id)
     except (UsageError, StoreError) as exc:
-        return _failed(f"live release {live.release_id}: {exc}", details)
+        return _failed(f"live release {live.release_id}: {exc}", details, store_fault=True)
     details["same"] = same_bytes(ctx.require_build(), manifest)
     try:
         served = serve_live(ctx, store, manifest)
     except LiveUnservable as exc:
-        return _failed(f"live release {live.release_id} {exc}", details)
+        return _failed(f"live release {live.release_id} {exc}", details,
+                       store_fault=isinstance(exc, IntegrityFailed))
     return _measured(ctx, served.release_id, served.server, served.cold_start_s, details)
 
 
@@ -108,8 +114,14 @@ def _measured(ctx: RunContext, release_id: str, live_server: ModelServer, cold_s
     details.update(side.to_json())
     metrics = {**_metrics(side.verdict), m.LIVE_COLD_START_S: cold_start_s,
                m.SIDE_BY_SIDE_S: time.monotonic() - started}
-    return StageResult.judged(NAME, gates, _message(side.verdict, release_id, details),
-                              metrics=metrics, details=details)
+    result = StageResult.judged(NAME, gates, _message(side.verdict, release_id, details),
+                                metrics=metrics, details=details)
+    same = details.get("same") or {}
+    if result.status is Status.FAILED and same.get("model") and same.get("config"):
+        result.message += ("; the candidate has the same model and config digests as the "
+                           "live release, so this is the machine's noise between two starts "
+                           "of the same bytes (stages.regression.margin sets what counts)")
+    return result
 
 
 def _metrics(verdict: PairedVerdict) -> dict[str, float]:

@@ -13,7 +13,7 @@ SERVED = "served side by side"
 
 
 def live_release_failed(reason: str) -> Gate:
-    return Gate(LIVE_RELEASE_GATE, f"not served: {reason}", SERVED, False, reason=reason)
+    return Gate(LIVE_RELEASE_GATE, "not served", SERVED, False, reason=reason)
 
 
 def live_release_absent() -> Gate:

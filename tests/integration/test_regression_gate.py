@@ -40,7 +40,7 @@ def test_an_unreadable_live_release_blocks_publish_under_the_gate(fast_project: 
         "failure: {}", "failure: {}\n  regression: {gate: true, against: recorded, "
         "metrics: [latency.p99_ms]}"))
     blocked = cli(["promote", "staging"], fast_project)
-    assert blocked.returncode == 1, blocked.stdout + blocked.stderr
+    assert blocked.returncode == 3, blocked.stdout + blocked.stderr   # a store fault
     [line] = [s for s in blocked.stderr.splitlines() if s.startswith("error:")]
     assert "regression.live_release: unreadable: live release " + live["current"] in line
     assert "cannot read its verification blob" in line and "is missing" in line
