@@ -56,13 +56,13 @@ def queue_budget_left(spec: Spec, document: PositionedDocument, _: Path) -> Iter
     p99_at = document.mark_for(("slo", "p99"))
     items = " + ".join(f"{name} {value}" for name, value in slo.budget.items() if value.ns)
     if queue_budget.ns <= 0:
-        yield (("slo", "budget"), f"the budget items ({items}) use all of slo.p99 {slo.p99}; "
-               "nothing is left for queueing")
+        yield (("slo", "budget"), f"the budget items ({items}) use all of slo.p99 {slo.p99} "
+               f"(from {p99_at.file}:{p99_at.line}); nothing is left for queueing")
     elif spec.server.batching.max_queue_delay > queue_budget:
         yield (("server", "batching", "max_queue_delay"),
                f"{spec.server.batching.max_queue_delay} exceeds the queue budget {queue_budget} "
                f"(slo.p99 {slo.p99} from {p99_at.file}:{p99_at.line}"
-               + (f" − {items}" if items else "") + ")")
+               + (f" − ({items})" if items else "") + ")")
 
 
 def p95_under_p99(spec: Spec, _: PositionedDocument, __: Path) -> Iterator[Problem]:
