@@ -64,8 +64,10 @@ def blob_key(store: S3Store, path: Path) -> str:
 
 
 def audit_keys(s3: object, bucket: str) -> list[str]:
+    """The audit log's entries (approvals and moves; a move's intent, written before its
+    swap, left out)."""
     listed = s3.list_objects_v2(Bucket=bucket, Prefix="ml/audit/")  # type: ignore[attr-defined]
-    return sorted(o["Key"] for o in listed.get("Contents", []))
+    return sorted(o["Key"] for o in listed.get("Contents", []) if "-intent-" not in o["Key"])
 
 
 def history(project: Path, environment: str, env: dict[str, str]) -> dict[str, object]:

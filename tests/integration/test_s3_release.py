@@ -83,7 +83,9 @@ def test_release_lifecycle_on_s3(fast_project: Path, s3_server: S3Server) -> Non
     assert [e["action"] for e in staging["events"]] == ["promote", "promote", "rollback"]
     audit = [o["Key"] for o in s3_server.client().list_objects_v2(
         Bucket=bucket, Prefix="ml/fraud/audit/")["Contents"]]
-    assert len(audit) == 5   # promote, approve, promote (production), promote, rollback
+    moves = [key for key in audit if "-intent-" not in key]
+    assert len(moves) == 5   # promote, approve, promote (production), promote, rollback
+    assert len(audit) - len(moves) == 4      # each move's intent, written before its swap
     checked = cli(["store", "verify", "--format", "json"], fast_project, env=env)
     assert checked.returncode == 0, checked.stdout
     assert json.loads(checked.stdout)["manifests"] == 2

@@ -6,6 +6,7 @@ a served model whose text differs from the source model's fails on its named gat
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,11 @@ def stage(record: dict[str, Any], name: str) -> dict[str, Any]:
 def test_a_text_model_promotes_with_string_tensors(project: Path, kind: str) -> None:
     """With the data file and the replay log shipped beside the example."""
     spec = text_project(project, kind)
-    spec.write_text(spec.read_text().replace(
+    # The subject is the strings, through every stage: the replay's open-loop tail on a
+    # busy 2-core machine (its client behind the log, a p99 of 160 ms seen) is not.
+    text = re.sub(r"\n  p99: \d+ms\n  p95: \d+ms\n", "\n  p99: 1s\n  p95: 600ms\n",
+                  spec.read_text(), count=1)
+    spec.write_text(text.replace(
         "  saturation: {enabled: false}",
         "  replay: {log: arrivals.jsonl, warmup: 500ms}\n  saturation: {enabled: false}"))
     result = cli(["promote", "staging", "-f", str(spec)], project)

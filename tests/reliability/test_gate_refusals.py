@@ -181,7 +181,7 @@ def test_an_unreadable_live_release_fails_the_regression_gate(published: Publish
     try:
         blob.unlink()
         verdict = gate_verdict(published.project, ["promote", "staging"],
-                               "regression.live_release")
+                               "regression.live_release", exit_code=3)
     finally:
         overwrite(blob, original)
     if verdict.verdict == "refused" and (published.pointer("staging") != staging

@@ -181,9 +181,11 @@ class GateVerdict:
 
 
 def gate_verdict(project: Path, args: list[str], gate: str,
-                 outcome: str | tuple[str, ...] = "failed", timeout: float = 240) -> GateVerdict:
+                 outcome: str | tuple[str, ...] = "failed", timeout: float = 240,
+                 exit_code: int = 1) -> GateVerdict:
     """Run the CLI on a bad release and judge why it was (not) refused, from the record:
-    refused when `gate` has the `outcome` (or one of them)."""
+    refused when `gate` has the `outcome` (or one of them) and the run exits `exit_code`
+    (1 for a gate; 3 where the store could not give what the gate needed)."""
     outcomes = (outcome,) if isinstance(outcome, str) else outcome
     try:
         result = cli(args, project, timeout=timeout)
@@ -201,7 +203,7 @@ def gate_verdict(project: Path, args: list[str], gate: str,
            f"{stage_messages(record)}; {result.stderr.strip()[-300:]}")
     if result.returncode == 0:
         return GateVerdict("not_refused", why)
-    if result.returncode == 1 and any(gate_outcome(g) in outcomes for g in found):
+    if result.returncode == exit_code and any(gate_outcome(g) in outcomes for g in found):
         return GateVerdict("refused", why)
     return GateVerdict("wrong_reason", why)
 
