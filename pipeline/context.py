@@ -16,6 +16,7 @@ from pipeline.model.source import ResolvedSource
 from pipeline.release.policy import Decision
 from pipeline.servers.base import BuiltArtifact, ModelServer
 from pipeline.servers.docker.engine import BuiltImage, DockerEngine
+from pipeline.servers.ports import shared_port
 from pipeline.spec.models import LoadedSpec
 from pipeline.stage_result import StageResult
 
@@ -87,9 +88,15 @@ class RunContext:
         return self.build
 
     def require_server(self) -> ModelServer:
-        """The running server; ServerError quoting its log if it is gone."""
+        """The running server; ServerError quoting its log if it is gone, or when another
+        process listens on one of its ports (what answers there may not be this server)."""
         if self.server is None:
             raise ServerError("no server: the start stage did not run")
         if not self.server.alive():
             raise ServerError(self.server.describe_death())
+        if self.server.process is not None:      # ours, on this machine
+            clash = shared_port(self.server.ports,
+                                {p.pid for p in self.server.process_tree()})
+            if clash is not None:
+                raise ServerError(clash)
         return self.server

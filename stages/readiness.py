@@ -16,6 +16,7 @@ def run(ctx: RunContext) -> StageResult:
     server = ctx.require_server()
     timeout = ctx.loaded.spec.stages.readiness.timeout
     cold_start = server.wait_ready(timeout.seconds)
+    ctx.require_server()          # and its ports its own (a second server on one of them)
     memory = process_tree_memory(server.process_tree())
     measured = ReadinessOutcome(cold_start_s=cold_start, cold_rss_mb=memory[m.SERVER_RSS_MB])
     return StageResult(NAME, Status.PASSED,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import psutil
 
@@ -61,6 +61,51 @@ def port_holder(port: int, host: str = "127.0.0.1") -> str:
             return f"process {found.pid}"
     return "a process of another user (its id is not visible)" if sockets else \
         "a socket no process owns any more (TIME_WAIT; retry shortly)"
+
+
+def listening_sockets(host: str = "127.0.0.1") -> list[tuple[int, int | None]]:
+    """(port, pid) of every listening socket on `host` or on every address; the pid is None
+    for another user's. PermissionError-free: empty when this user cannot list them."""
+    try:
+        return [(c.laddr.port, c.pid) for c in psutil.net_connections("inet")
+                if c.status == psutil.CONN_LISTEN and c.laddr
+                and c.laddr.ip in (host, "0.0.0.0", "::")]
+    except psutil.Error:
+        return []
+
+
+def shared_port(ports: Mapping[str, int], own: set[int], host: str = "127.0.0.1",
+                listeners: Callable[[str], list[tuple[int, int | None]]] = listening_sockets
+                ) -> str | None:
+    """Why one of our server's `ports` is not its alone (None when each is, or is not bound
+    yet), from the listening sockets of the machine:
+    - another process listens there and ours does not: our server could not bind it (a
+      second run given the same fixed port), and what answers there is the other's;
+    - both listen (a second bind with SO_REUSEPORT succeeds): requests reach either."""
+    listening = listeners(host)
+    for name, port in ports.items():
+        on_port = [pid for at, pid in listening if at == port]
+        strangers = [pid for pid in on_port if pid not in own]
+        if not strangers:
+            continue
+        other = next((pid for pid in strangers if pid is not None), None)
+        holder = "a process of another user" if other is None else _process(other)
+        where = f"server.ports.{name}: port {port} on {host}"
+        if len(strangers) == len(on_port):
+            return (f"{where} is held by {holder}, not by this run's server (it could not "
+                    "bind it: its log says so), so what answers there is not the server "
+                    "this run started: stop the other, or set another port")
+        return (f"{where} is also listened on by {holder}: two servers share it (a second "
+                "bind with SO_REUSEPORT succeeds), so requests would reach either: stop the "
+                "other, or set another port")
+    return None
+
+
+def _process(pid: int) -> str:
+    try:
+        return f"process {pid} ({psutil.Process(pid).name()})"
+    except psutil.Error:
+        return f"process {pid}"
 
 
 def busy_port_message(loaded: LoadedSpec, name: str, port: int,
