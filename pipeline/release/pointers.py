@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.digest import canonical_json, sha256_bytes
-from pipeline.errors import ConflictError, StoreError, UsageError
+from pipeline.errors import ConflictError, StoreError
 from pipeline.release.manifest import iso, manifest_digest, utc_now
 from pipeline.release.pointer_event import PointerAction, PointerEvent
 from pipeline.release.store.base import Store
@@ -294,14 +294,3 @@ def repair_audit(store: Store, name: str, environment: str, pointer: Pointer) ->
                                  "recorded): the pointer was written by hand; refusing to "
                                  "move it")
             write_audit(store, name, environment, last)
-
-
-def rollback_target(pointer: Pointer) -> str:
-    """The release that was current before the current one (like `rollout undo`)."""
-    if pointer.current is None:
-        raise UsageError(f"environment {pointer.environment} has no release to roll back from")
-    last = pointer.last_move_onto(pointer.current)
-    if last is not None and last.previous_release_id:
-        return last.previous_release_id
-    raise UsageError(f"environment {pointer.environment} has no earlier release than "
-                     f"{pointer.current}")

@@ -41,11 +41,10 @@ from pipeline.release.pointers import (
     move_pointer,
     read_checked_pointer,
     read_pointer,
-    rollback_target,
     unrecorded,
 )
 from pipeline.release.serving_layout import layout_prefix
-from pipeline.release.standing import standing
+from pipeline.release.standing import rollback_target, standing
 from pipeline.release.store.base import Store
 from pipeline.release.target_gates import review_gates
 from pipeline.spec.models import LoadedSpec

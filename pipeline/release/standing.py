@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.errors import UsageError
 from pipeline.release.pointer_event import PointerAction, PointerEvent
 from pipeline.release.pointers import Pointer
 
@@ -49,3 +50,18 @@ def standing(pointer: Pointer, release_id: str) -> Standing:
         elif event.withdraws(release_id):
             withdrawn = event
     return Standing(release_id, pointer.environment, promoted_at, live_at, withdrawn)
+
+
+def rollback_target(pointer: Pointer) -> str:
+    """Where a plain `rollback` goes (like `rollout undo`, and again after that): the most
+    recently live release before the current one that no rollback withdrew. A second
+    rollback so steps further back, never onto the release the first one withdrew."""
+    if pointer.current is None:
+        raise UsageError(f"environment {pointer.environment} has no release to roll back from")
+    for event in reversed(pointer.events):
+        candidate = event.release_id
+        if candidate != pointer.current and standing(pointer, candidate).withdrawn is None:
+            return candidate
+    raise UsageError(f"environment {pointer.environment} has no earlier release than "
+                     f"{pointer.current} that was not withdrawn by a rollback (`rollback "
+                     "--to` one that was, or promote it again)")

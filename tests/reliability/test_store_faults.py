@@ -23,8 +23,9 @@ from pipeline.errors import ConflictError, PipelineError
 from pipeline.release.manifest import BlobSource, list_releases, publish_release, utc_now
 from pipeline.release.manifest_record import Manifest
 from pipeline.release.pointer_event import PointerAction
-from pipeline.release.pointers import Moved, Pointer, move_pointer, read_pointer, rollback_target
+from pipeline.release.pointers import Moved, Pointer, move_pointer, read_pointer
 from pipeline.release.policy import rollback
+from pipeline.release.standing import rollback_target
 from pipeline.release.store.s3 import S3Store
 from pipeline.release.verify import verify_store
 from tests.reliability.conftest import Tally

@@ -165,6 +165,9 @@ def test_rollback_goes_only_to_a_release_live_there_and_not_withdrawn(
     rollback(store, NAME, "production", None, "ci")
     assert read_pointer(store, NAME, "production")[0].current == first
     with pytest.raises(PolicyError, match=f"{second} was withdrawn from production"):
+        decide_rollback(store, NAME, "production", second)
+    # A plain rollback never goes back onto what a rollback withdrew: nothing is left.
+    with pytest.raises(UsageError, match="no earlier release than .* not withdrawn"):
         decide_rollback(store, NAME, "production", None)
     with pytest.raises(UsageError, match="already points at"):
         decide_rollback(store, NAME, "production", first)
@@ -275,3 +278,14 @@ def test_store_verify_does_not_count_a_spent_approval_for_a_hand_written_move(
     check = verify_store(store, repair=True, unapproved=unapproved)
     assert any("has no signed approval that counts" in p for p in check.problems)
     assert not [k for k in store.list(f"audit/{NAME}/") if "20300101" in k]
+
+
+def test_a_second_plain_rollback_steps_further_back(store: LocalStore) -> None:
+    """Like `rollout undo` twice: C → B → A, never back onto what a rollback withdrew."""
+    a, b, c = (publish(store, payload) for payload in (b"a", b"b", b"c"))
+    for release in (a, b, c):
+        move_pointer(store, NAME, "staging", release, PointerAction.PROMOTE, "ci")
+    assert rollback(store, NAME, "staging", None, "sre").event.release_id == b
+    assert rollback(store, NAME, "staging", None, "sre").event.release_id == a
+    with pytest.raises(UsageError, match="no earlier release than .* that was not withdrawn"):
+        rollback(store, NAME, "staging", None, "sre")
