@@ -92,8 +92,11 @@ class ReverseProxy:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_get(STATUS_PATH, self._status_page)
         app.router.add_route("*", "/{tail:.*}", self._forward)
+        # A compressed request body goes on as it came, with its Content-Encoding: the
+        # server decompresses it (decompressed here, it would reach it still labelled gzip).
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                     shutdown_timeout=shutdown_timeout_s)
+                                     shutdown_timeout=shutdown_timeout_s,
+                                     auto_decompress=False)
 
     def switch(self, upstream: Upstream) -> Upstream | None:
         """Send every new request to `upstream`; the one it replaced."""

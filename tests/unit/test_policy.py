@@ -167,7 +167,7 @@ def test_rollback_goes_only_to_a_release_live_there_and_not_withdrawn(
     with pytest.raises(PolicyError, match=f"{second} was withdrawn from production"):
         decide_rollback(store, NAME, "production", second)
     # A plain rollback never goes back onto what a rollback withdrew: nothing is left.
-    with pytest.raises(UsageError, match="no earlier release than .* not withdrawn"):
+    with pytest.raises(UsageError, match=r"no earlier release than .* not withdrawn"):
         decide_rollback(store, NAME, "production", None)
     with pytest.raises(UsageError, match="already points at"):
         decide_rollback(store, NAME, "production", first)
@@ -287,5 +287,5 @@ def test_a_second_plain_rollback_steps_further_back(store: LocalStore) -> None:
         move_pointer(store, NAME, "staging", release, PointerAction.PROMOTE, "ci")
     assert rollback(store, NAME, "staging", None, "sre").event.release_id == b
     assert rollback(store, NAME, "staging", None, "sre").event.release_id == a
-    with pytest.raises(UsageError, match="no earlier release than .* that was not withdrawn"):
+    with pytest.raises(UsageError, match=r"no earlier release than .* that was not withdrawn"):
         rollback(store, NAME, "staging", None, "sre")
