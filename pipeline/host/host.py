@@ -63,6 +63,9 @@ def stable_port(loaded: LoadedSpec) -> int:
         kind.production_ports[kind.http_port]
 
 
+WATCH_S = 1.0          # how often the served release's server is checked
+
+
 class Signals:
     """SIGTERM and SIGINT stop the host; SIGHUP asks for a re-read of the pointer."""
 
@@ -174,7 +177,33 @@ class Host:
         where = f"http://{settings.listen}:{self.proxy.port}"
         settings.say(f"serving release {first.release_id} of '{self.name}' "
                      f"({settings.environment}) on {where} (status: {where}{STATUS_PATH})")
-        await self._follow()
+        following = asyncio.ensure_future(self._follow())
+        watching = asyncio.ensure_future(self._watch_serving())
+        try:
+            done, _ = await asyncio.wait({following, watching},
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (following, watching):
+                task.cancel()
+            await asyncio.gather(following, watching, return_exceptions=True)
+        for task in done:
+            task.result()                  # the server's death, raised
+
+    async def _watch_serving(self) -> None:
+        """Raise ServerError when the server of the release being served stops (a kill, a
+        crash): the host says so and stops, for its supervisor (systemd, Kubernetes) to
+        restart it, rather than answer 502 to every request while it looks alive."""
+        while True:
+            await asyncio.sleep(WATCH_S)
+            serving = self.serving
+            if serving is None or await asyncio.to_thread(serving.server.alive):
+                continue
+            if self.serving is not serving:         # swapped away meanwhile: retired
+                continue
+            death = await asyncio.to_thread(serving.server.describe_death)
+            raise ServerError(f"release {serving.release_id}: its server stopped: {death}; "
+                              "the host stops (a supervisor that restarts it, as systemd "
+                              "or Kubernetes do, serves the release again)")
 
     def _preflight(self, manifest: Manifest) -> None:
         """The checks a run that starts the release's server makes, before anything starts."""

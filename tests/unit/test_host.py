@@ -42,10 +42,17 @@ class FakeServer:
 
     release_id: str
     stopped_at: float | None = None
+    killed: bool = False
 
     def stop(self) -> None:
         if self.stopped_at is None:
             self.stopped_at = time.monotonic()
+
+    def alive(self) -> bool:
+        return not self.killed
+
+    def describe_death(self) -> str:
+        return "tritonserver killed by SIGKILL; last log lines: ..."
 
 
 @dataclass
@@ -396,3 +403,31 @@ def test_serve_names_a_corrupt_blob_in_one_line_and_leaves_nothing(
         f"integrity check failed: model: blob {str(first.manifest.model_sha256)[:12]} is corrupt "
         f"(sha256 {hashlib.sha256(b'not the model').hexdigest()[:12]})"]
     assert list((project / ".serve-pipeline" / "serve" / "staging").iterdir()) == []
+
+
+def test_a_served_release_whose_server_dies_stops_the_host_saying_so(
+        releases: tuple[ExampleRelease, ExampleRelease], project: Path) -> None:
+    """A kill of the server behind the proxy: the host says so and stops (its supervisor
+    restarts it), rather than answer 502 forever while its status says all is well."""
+    first, _ = releases
+
+    async def scenario() -> tuple[BaseException | None, FakeStarts]:
+        backends = Backends()
+        await backends.add(first.release_id)
+        starts = FakeStarts(backends)
+        host = Host(settings_for(first, project, []), start=starts, preflight=no_preflight)
+        task = running(host)
+        await started(host, task)
+        starts.servers[0].killed = True
+        try:
+            await asyncio.wait_for(task, 10)
+            failure: BaseException | None = None
+        except ServerError as exc:
+            failure = exc
+        await backends.close()
+        return failure, starts
+
+    failure, starts = asyncio.run(scenario())
+    assert failure is not None and str(failure).startswith(
+        f"release {first.release_id}: its server stopped: tritonserver killed by SIGKILL")
+    assert all(server.stopped_at is not None for server in starts.servers)
