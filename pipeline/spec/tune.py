@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from pipeline.spec.units import DurationField, SizeField
+from pipeline.spec.units import Duration, DurationField, SizeField
 
 
 class TuneSpec(BaseModel):
@@ -47,6 +47,16 @@ class TuneSpec(BaseModel):
         "Wall-time budget of a tune run (--budget overrides it). Default 10m."))
     explore_window: DurationField | None = Field(default=None, description=(
         "Length of each exploration window that feeds the performance model. Default 1s."))
+
+    @field_validator("budget", "explore_window")
+    @classmethod
+    def _longer_than_zero(cls, value: Duration | None, info: ValidationInfo) -> Duration | None:
+        # A zero exploration window measures no request: the model it feeds predicted
+        # a billion requests a second from empty observations.
+        if value is not None and value.ns <= 0:
+            raise PydanticCustomError("duration", f"{info.field_name} must be longer than 0s",
+                                      {})
+        return value
 
     @field_validator("instances", "max_batch_size")
     @classmethod

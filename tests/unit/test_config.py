@@ -294,3 +294,14 @@ def test_a_merge_key_may_be_overridden_but_a_key_written_twice_may_not() -> None
     assert parsed.data["outputs"] == [{"name": "scores", "dtype": "float32", "shape": [4]}]
     with pytest.raises(SpecError, match=r"serve.yaml:2:35: outputs\[0\].name: duplicate key"):
         parse_document(text.replace("name: scores,", "name: scores, name: x,"), "serve.yaml")
+
+
+@pytest.mark.parametrize("key", ["explore_window", "budget"])
+def test_a_zero_tune_window_or_budget_is_refused_where_it_is_written(project: Path,
+                                                                      key: str) -> None:
+    spec = project / "serve.yaml"
+    spec.write_text(spec.read_text() + f"\ntune:\n  {key}: 0s\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    [issue] = [str(i) for i in caught.value.issues]
+    assert f"tune.{key}: {key} must be longer than 0s" in issue and "serve.yaml:" in issue
