@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import errno
 import signal
+import socket
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -64,6 +65,18 @@ def stable_port(loaded: LoadedSpec) -> int:
 
 
 WATCH_S = 1.0          # how often the served release's server is checked
+
+
+def _taken(listen: str, port: int) -> bool:
+    """Whether another socket holds `listen:port` (any other failure, an address that is
+    not this host's, is the proxy's own bind to report)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((listen, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
 
 
 class Signals:
@@ -152,7 +165,14 @@ class Host:
         settings = self.settings
         manifest = await asyncio.to_thread(deployable_release, settings.store, settings.here,
                                            settings.environment)
-        await asyncio.to_thread(self._preflight, manifest)
+        loaded = await asyncio.to_thread(self._preflight, manifest)
+        # A port that is taken is said before the release starts (a large model takes
+        # minutes), not after; the bind itself below still says it if it is taken since.
+        wanted = settings.port if settings.port is not None else stable_port(loaded)
+        if wanted and _taken(settings.listen, wanted):
+            raise UsageError(f"--port {wanted}: cannot listen on {settings.listen}:{wanted} "
+                             f"(held by {port_holder(wanted)}): stop it, or pass another "
+                             "--port")
         try:
             first = await self._start(manifest)
         except LiveUnservable as exc:
@@ -205,8 +225,9 @@ class Host:
                               "the host stops (a supervisor that restarts it, as systemd "
                               "or Kubernetes do, serves the release again)")
 
-    def _preflight(self, manifest: Manifest) -> None:
-        """The checks a run that starts the release's server makes, before anything starts."""
+    def _preflight(self, manifest: Manifest) -> LoadedSpec:
+        """The checks a run that starts the release's server makes, before anything starts;
+        the release's own spec."""
         settings = self.settings
         try:
             loaded = live_spec(settings.store, manifest, settings.here)
@@ -215,6 +236,7 @@ class Host:
         self._require_ready(loaded, settings.env, Scope(environment=settings.environment,
                                                   starts_server=True, reads_source=False,
                                                   publishes=False))
+        return loaded
 
     def _refusal(self, manifest: Manifest, exc: LiveUnservable) -> PipelineError:
         where = f"release {manifest.release_id} of '{self.name}'"

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -431,3 +432,24 @@ def test_a_served_release_whose_server_dies_stops_the_host_saying_so(
     assert failure is not None and str(failure).startswith(
         f"release {first.release_id}: its server stopped: tritonserver killed by SIGKILL")
     assert all(server.stopped_at is not None for server in starts.servers)
+
+
+def test_a_taken_port_is_said_before_any_release_starts(
+        releases: tuple[ExampleRelease, ExampleRelease], project: Path) -> None:
+    first, _ = releases
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        settings = replace(settings_for(first, project, []), port=port)
+
+        async def scenario() -> FakeStarts:
+            backends = Backends()
+            starts = FakeStarts(backends)
+            with pytest.raises(UsageError, match=f"--port {port}: cannot listen on "
+                                                 f"127.0.0.1:{port} \\(held by process"):
+                await Host(settings, start=starts, preflight=no_preflight).run()
+            await backends.close()
+            return starts
+
+        assert asyncio.run(scenario()).started == []      # nothing was started
