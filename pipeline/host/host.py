@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pipeline.errors import PipelineError, ServerError, StoreError, UsageError
-from pipeline.host.hosted import Fleet, HostedRelease, start_release
+from pipeline.host.hosted import Fleet, HostedRelease, keep_only_records, start_release
 from pipeline.host.proxy import STATUS_PATH, ReverseProxy, Upstream
 from pipeline.host.watch import Keep, PointerRead, PointerWatch
 from pipeline.preflight import Scope, require_ready
@@ -276,12 +276,18 @@ class Host:
         starting = asyncio.ensure_future(asyncio.to_thread(
             self._start_release, settings.store, manifest, settings.here, folder, settings.env,
             self.fleet))
-        started = await self._unless_stopped(asyncio.shield(starting))
+        try:
+            started = await self._unless_stopped(asyncio.shield(starting))
+        except BaseException:
+            # Refused here (its server already stopped): its logs and parity record stay.
+            await asyncio.to_thread(keep_only_records, folder)
+            raise
         if started is not None:
             return started
         await asyncio.to_thread(self.fleet.stop_all)
         with contextlib.suppress(Exception):
             await starting
+        await asyncio.to_thread(keep_only_records, folder)
         return None
 
     async def _unless_stopped(self, work: Awaitable[_Result]) -> _Result | None:
@@ -321,6 +327,7 @@ class Host:
             await previous.close()
             self.upstreams.remove(previous)
         await asyncio.to_thread(self.fleet.retire, old.server)
+        await asyncio.to_thread(keep_only_records, old.folder)
         settings.say(f"stopped {old.release_id}")
 
     def _switch(self, release: HostedRelease) -> Upstream | None:
@@ -340,6 +347,8 @@ class Host:
             await upstream.close()
         self.upstreams.clear()
         await asyncio.to_thread(self.fleet.stop_all)
+        if self.serving is not None:
+            await asyncio.to_thread(keep_only_records, self.serving.folder)
 
 
 def serve_environment(settings: HostSettings) -> None:

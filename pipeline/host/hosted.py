@@ -121,3 +121,18 @@ def _checked(loaded: LoadedSpec, server: ModelServer, model_file: Path, folder: 
         return parity(loaded, server, model_file, folder / "parity", env)
     except (PipelineError, ReferenceFailed, http.Unreachable, OSError) as exc:
         raise LiveUnservable(f"parity could not run: {_first_line(exc)}") from None
+
+
+def keep_only_records(folder: Path) -> None:
+    """What a release's folder keeps once its server is stopped: its logs and its parity
+    record. The artifact, the model and the repositories the server read are copies of
+    the store's blobs, a few times the model's size for every start: a host that runs for
+    months and swaps often would otherwise fill its disk."""
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.rglob("*"), key=lambda found: len(found.parts), reverse=True):
+        if path.is_symlink() or path.is_file():
+            if path.suffix != ".log" and path.name != "record.json":
+                path.unlink(missing_ok=True)
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()

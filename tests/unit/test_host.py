@@ -453,3 +453,19 @@ def test_a_taken_port_is_said_before_any_release_starts(
             return starts
 
         assert asyncio.run(scenario()).started == []      # nothing was started
+
+
+def test_a_stopped_releases_folder_keeps_its_logs_and_parity_record(tmp_path: Path) -> None:
+    from pipeline.host.hosted import keep_only_records
+
+    folder = tmp_path / "20261207T000000Z-abcdef12-x1"
+    for name in ("artifact", "model.pt", "model-repository/m/1/model.pt",
+                 "server/serving-repository/m/1/model.pt", "server/server.log",
+                 "server/torchserve/logs/model_log.log", "parity/record.json"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("x")
+    keep_only_records(folder)
+    kept = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert kept == ["parity/record.json", "server/server.log",
+                    "server/torchserve/logs/model_log.log"]
+    assert not (folder / "model-repository").exists()
