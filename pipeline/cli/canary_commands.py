@@ -79,6 +79,7 @@ def judge_command(
         STABLE,
         attached,
         judge_canary,
+        same_endpoint,
         writable,
         write_judgement,
     )
@@ -89,6 +90,10 @@ def judge_command(
         loaded = load_spec(file, env)
     except SpecError as exc:
         raise JudgeInputError(str(exc)) from None
+    if same_endpoint(canary, stable):
+        raise JudgeInputError(f"--canary and --stable are the same endpoint ({canary}): a "
+                              "server judged against itself always passes; give the "
+                              "canary's and the stable release's own URLs")
     servers = {role: attached(loaded, role, url) for role, url in ((CANARY, canary),
                                                                    (STABLE, stable))}
     stage = loaded.spec.stages.regression

@@ -86,6 +86,21 @@ def checked_url(role: str, url: str) -> str:
     return url
 
 
+def same_endpoint(first: str, second: str) -> bool:
+    """Whether two URLs reach one server (scheme, host and port alike; localhost is
+    127.0.0.1; a path does not make another server)."""
+    def where(url: str) -> tuple[str, str, int | None]:
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError:
+            return url, "", None
+        host = (parts.hostname or "").lower()
+        host = "127.0.0.1" if host in ("localhost", "::1") else host
+        return parts.scheme, host, port or (80 if parts.scheme == "http" else None)
+    return where(first) == where(second)
+
+
 def attached(loaded: LoadedSpec, role: str, url: str) -> ModelServer:
     """The server of the spec's kind at `url`, waited for until ready (the spec's readiness
     timeout); EndpointError when it does not answer or does not become ready."""

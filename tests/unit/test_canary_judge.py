@@ -126,6 +126,8 @@ def test_the_command_prints_a_summary_then_one_json_line_and_exits_with_the_outc
      4, "error: --canary http://a:1: measuring TorchServe needs --management-url"),
     (["--canary", "http://a:1", "--stable", "http://b:1", "--record", "no/such/file.json"], 4,
      "error: --record no/such/file.json: not a file in an existing folder"),
+    (["--canary", "http://localhost:8000/", "--stable", "http://127.0.0.1:8000"], 4,
+     "error: --canary and --stable are the same endpoint (http://localhost:8000/)"),
 ])
 def test_arguments_and_specs_that_cannot_work_exit_4_in_one_line(
         project: Path, capsys: pytest.CaptureFixture[str], args: list[str], code: int,
