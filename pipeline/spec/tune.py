@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from pipeline.spec.units import Duration, DurationField, SizeField
@@ -47,6 +54,18 @@ class TuneSpec(BaseModel):
         "Wall-time budget of a tune run (--budget overrides it). Default 10m."))
     explore_window: DurationField | None = Field(default=None, description=(
         "Length of each exploration window that feeds the performance model. Default 1s."))
+
+    @model_validator(mode="after")
+    def _preferred_within_a_batch(self) -> TuneSpec:
+        if self.preferred_batch_sizes and self.max_batch_size:
+            largest = max(self.max_batch_size)
+            for choice in self.preferred_batch_sizes:
+                if choice and min(choice) > largest:
+                    raise PydanticCustomError(
+                        "choices", "preferred_batch_sizes {choice}: every size is over the "
+                        "largest max_batch_size choice {largest}, so it would be tried as no "
+                        "preferred sizes at all", {"choice": choice, "largest": largest})
+        return self
 
     @field_validator("budget", "explore_window")
     @classmethod

@@ -305,3 +305,14 @@ def test_a_zero_tune_window_or_budget_is_refused_where_it_is_written(project: Pa
         load_spec(spec)
     [issue] = [str(i) for i in caught.value.issues]
     assert f"tune.{key}: {key} must be longer than 0s" in issue and "serve.yaml:" in issue
+
+
+def test_a_preferred_batch_size_choice_no_candidate_can_form_is_refused(project: Path) -> None:
+    spec = project / "serve.yaml"
+    spec.write_text(spec.read_text() + "\ntune:\n  max_batch_size: [8]\n"
+                    "  preferred_batch_sizes: [[64]]\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    [issue] = [str(i) for i in caught.value.issues]
+    assert "preferred_batch_sizes [64]: every size is over the largest max_batch_size " \
+           "choice 8" in issue
