@@ -192,11 +192,11 @@ def test_a_server_frozen_mid_latency_fails_the_stall_gate(project: Path, tally: 
         server = victim(record, "server")
         time.sleep(1.5)                       # past the warm-up, inside the windows
         os.kill(server, signal.SIGSTOP)
-        tally.add("faults")
         try:
             time.sleep(4.0)
-        finally:
+        finally:          # a server left stopped would outlive everything, even a SIGTERM
             os.kill(server, signal.SIGCONT)
+        tally.add("faults")
         _, stderr = process.communicate(timeout=180)
     finally:
         if process.poll() is None:
