@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pipeline.errors import ServerError
 from pipeline.model.reference import load_reference
@@ -59,6 +59,9 @@ class RunContext:
     # floor that needs it: the context does not know those classes.
     _run_scoped: dict[type, object] = field(default_factory=dict)
     _reference: Future[LoadedModel] | None = None   # the reference model, loading
+    # Background work that competes for the machine (a server still starting): waited for
+    # before a measured window (`quiet`), each with what it is.
+    _pending: list[tuple[Future[Any], str]] = field(default_factory=list)
 
     def run_scoped(self, kind: type[_Scoped]) -> _Scoped | None:
         """The run's one `kind` object, if one was made."""
@@ -68,6 +71,19 @@ class RunContext:
     def keep_run_scoped(self, made: object) -> None:
         """Keep `made` as the run's one object of its class."""
         self._run_scoped[type(made)] = made
+
+    def quiet_before_measuring(self, work: Future[Any], what: str) -> None:
+        """Have `work`, running in the background, done before the next measured window."""
+        self._pending.append((work, what))
+
+    def quiet(self, stage: str) -> None:
+        """Wait for the background work that would share the machine with `stage`'s
+        measurement; its outcome is for its owner to read."""
+        for work, what in self._pending:
+            if not work.done():
+                self.progress(stage, 0, 1, f"waiting for {what}")
+                wait([work])
+        self._pending.clear()
 
     def preload_reference(self, model_file: Path) -> None:
         """Load the reference model (and torch) in the background while the server starts."""

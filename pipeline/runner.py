@@ -40,6 +40,12 @@ from stages import (
 STAGES: Final[tuple[Stage, ...]] = (build, start, readiness, parity, latency, replay,
                                     saturation, regression, publish)
 
+# Work a later stage begins once an earlier one has passed, to run while the stages between
+# do: (the earlier stage's name, the later stage, what it begins). The regression check's
+# live release starts while the candidate's parity and latency warm-up run.
+HEAD_STARTS: Final[tuple[tuple[str, Stage, Callable[[RunContext], None]], ...]] = (
+    (readiness.NAME, regression, regression.head_start),)
+
 
 class Observer(Protocol):
     def stage_started(self, name: str) -> None: ...
@@ -212,6 +218,8 @@ def run_pipeline(ctx: RunContext, observer: Observer | None = None,
                 record.stages.append(result)
                 watcher.stage_finished(result)
                 write_record(record_path, record)
+                if result.status is Status.PASSED:
+                    _begin_head_starts(stage.NAME, ctx, chosen)
                 if index == last_server_stage:
                     early_teardown = _start_teardown(ctx)
         except KeyboardInterrupt:
@@ -258,6 +266,13 @@ def _stage_result(stage: Stage, ctx: RunContext, chosen: frozenset[str],
         return _run_stage(stage, ctx), False
     except _Interrupted as stop:
         return stop.result, True
+
+
+def _begin_head_starts(passed: str, ctx: RunContext, chosen: frozenset[str]) -> None:
+    """Begin what later stages that will run start once `passed` has passed."""
+    for earlier, later, begin in HEAD_STARTS:
+        if earlier == passed and later.NAME in chosen and not interrupts.requested():
+            begin(ctx)
 
 
 def _start_teardown(ctx: RunContext) -> tuple[threading.Thread, float]:

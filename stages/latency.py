@@ -59,6 +59,7 @@ def run(ctx: RunContext) -> StageResult:
     sender = sender_for(ctx, NAME)
     warmup = closed_window(sender, server, target, stage.concurrency, stage.warmup.seconds,
                            f"warm-up at concurrency {stage.concurrency}")
+    ctx.quiet(NAME)      # a server started ahead (the live release) is up before windows
     memory_before = memory_growth.baseline(server)
     plan = window_plan(spec)
     window_s = window_seconds(spec, warmup.throughput)

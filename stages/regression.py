@@ -23,6 +23,7 @@ from pipeline.regression.gates import (
     same_bytes,
     verdict_gates,
 )
+from pipeline.regression.head_start import HeadStart, begin, not_needed
 from pipeline.regression.live_serving import IntegrityFailed, LiveUnservable, serve_live
 from pipeline.regression.paired import PairedVerdict
 from pipeline.regression.settings import paired_settings
@@ -42,17 +43,9 @@ from stages._load import sender_for
 
 NAME = "regression"
 USES_SERVER = True
-
-
-def _not_needed(ctx: RunContext) -> str | None:
-    settings = ctx.loaded.spec.stages.regression
-    if not settings.gate:
-        return "the regression check is off (stages.regression.gate)"
-    if settings.against != "side_by_side":
-        return "decided on the recorded run (stages.regression.against: recorded)"
-    if (ctx.promote_to or ctx.loaded.environment) is None:
-        return "no target environment"
-    return None
+# The live release starts while the candidate's parity and latency warm-up run
+# (pipeline/regression/head_start.py); the runner calls this once the candidate is ready.
+head_start = begin
 
 
 def _failed(reason: str, details: dict[str, Any], store_fault: bool = False) -> StageResult:
@@ -65,7 +58,7 @@ def _failed(reason: str, details: dict[str, Any], store_fault: bool = False) -> 
 
 
 def run(ctx: RunContext) -> StageResult:
-    why_not = _not_needed(ctx)
+    why_not = not_needed(ctx)
     if why_not is not None:
         return StageResult(NAME, Status.SKIPPED, why_not)
     environment = ctx.promote_to or ctx.loaded.environment
@@ -84,8 +77,11 @@ def run(ctx: RunContext) -> StageResult:
     except (UsageError, StoreError) as exc:
         return _failed(f"live release {live.release_id}: {exc}", details, store_fault=True)
     details["same"] = same_bytes(ctx.require_build(), manifest)
+    ahead = ctx.run_scoped(HeadStart)
+    details["started_ahead"] = ahead is not None and ahead.release_id == live.release_id
     try:
-        served = serve_live(ctx, store, manifest)
+        served = ahead.served() if ahead is not None and details["started_ahead"] else \
+            serve_live(ctx, store, manifest)
     except LiveUnservable as exc:
         return _failed(f"live release {live.release_id} {exc}", details,
                        store_fault=isinstance(exc, IntegrityFailed))

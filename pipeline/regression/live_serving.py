@@ -89,10 +89,34 @@ def restore_release(store: Store, manifest: Manifest, loaded: LoadedSpec,
     return artifact
 
 
-def serve_live(ctx: RunContext, store: Store, manifest: Manifest) -> ServedLive:
-    """Start the live release beside the candidate; stopped when the run's resources
-    close, alongside the candidate. LiveUnservable says why it could not be."""
-    release_id = manifest.release_id
+@dataclass(frozen=True)
+class LaunchedLive:
+    """The live release's server, started and not yet waited for."""
+
+    release_id: str
+    loaded: LoadedSpec
+    artifact: BuiltArtifact
+    server: ModelServer
+
+    def ready(self, timeout_s: float) -> ServedLive:
+        """Wait for it to be ready; LiveUnservable says why it never was."""
+        try:
+            cold_start_s = self.server.wait_ready(timeout_s)
+        except (PipelineError, OSError) as exc:
+            raise LiveUnservable(f"cannot be started: {_first_line(exc)}") from None
+        return ServedLive(self.release_id, self.loaded, self.artifact, self.server,
+                          cold_start_s)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def launch_live(ctx: RunContext, store: Store, manifest: Manifest) -> LaunchedLive:
+    """Start the live release beside the candidate, without waiting for it; stopped when
+    the run's resources close, alongside the candidate. LiveUnservable says why it
+    could not be. Call it from the main thread: a server's parent-death signal follows
+    the thread that started it."""
     loaded = live_spec(store, manifest, ctx.loaded)
     server_spec = loaded.spec.server
     if server_spec.runtime != "process":
@@ -110,8 +134,13 @@ def serve_live(ctx: RunContext, store: Store, manifest: Manifest) -> ServedLive:
                              ctx.env)
         stop_alongside(ctx.resources, server)
         server.start()
-        cold_start_s = server.wait_ready(ctx.loaded.spec.stages.readiness.timeout.seconds)
     except (PipelineError, OSError, KeyError, TypeError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise LiveUnservable(f"cannot be started: {first}") from None
-    return ServedLive(release_id, loaded, artifact, server, cold_start_s)
+        raise LiveUnservable(f"cannot be started: {_first_line(exc)}") from None
+    return LaunchedLive(manifest.release_id, loaded, artifact, server)
+
+
+def serve_live(ctx: RunContext, store: Store, manifest: Manifest) -> ServedLive:
+    """Start the live release beside the candidate and wait for it to be ready (see
+    launch_live)."""
+    launched = launch_live(ctx, store, manifest)
+    return launched.ready(ctx.loaded.spec.stages.readiness.timeout.seconds)

@@ -77,6 +77,7 @@ def test_the_same_release_against_itself_is_no_regression(
     code, output, same = promote(project)
     assert code == 0, output[-3000:]
     assert same["details"]["same"] == {"model": True, "config": True}
+    assert same["details"]["started_ahead"] is True     # while parity and warm-up ran
     assert "same model and config digests" in same["message"]
     assert same["details"]["verdict"]["outcome"] == "no_regression"
     assert same["details"]["interleaved"] is True
@@ -129,6 +130,7 @@ def test_a_live_release_that_cannot_start_fails_closed(fast_project: Path) -> No
     gate = gates_of(stage)["regression.live_release"]
     assert gate["outcome"] == "failed"
     assert "cannot be started" in gate["reason"] and live["current"] in gate["reason"]
+    assert stage["details"]["started_ahead"] is True    # its failure kept for the stage
     assert "regression.live_release" in output
     assert pointer(project) == live
 
@@ -149,3 +151,4 @@ def test_torchserve_same_release_against_itself_is_no_regression(project: Path) 
     assert same["details"]["same"] == {"model": True, "config": True}
     assert same["details"]["verdict"]["outcome"] == "no_regression"
     assert gates_of(same)["regression.live_release"]["outcome"] == "passed"
+    assert same["details"]["started_ahead"] is True
