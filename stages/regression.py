@@ -103,7 +103,7 @@ def _measured(ctx: RunContext, release_id: str, live_server: ModelServer, cold_s
                                     lambda text: ctx.progress(NAME, 0, 1, text))
     except ServerDied as exc:
         if exc.who == LIVE:
-            return _failed(f"live release {release_id} died: {exc}", details)
+            return _failed(f"live release {release_id} stopped serving: {exc}", details)
         raise ServerError(str(exc)) from None
     gates = [live_release_served(release_id),
              *verdict_gates(side.verdict, settings.error_rate_allowance)]

@@ -67,8 +67,9 @@ def judge_command(
     spec's SLO. A human summary, then one JSON line: verdict, per-metric ratio and
     interval, rounds and requests per side.
 
-    Exit codes: 0 pass (not worse, within the SLO); 1 fail (a regression, or the canary
-    misses the SLO); 2 inconclusive (neither shown within max_rounds); 3 an endpoint does
+    Exit codes: 0 pass (not worse, within the SLO); 1 fail (a regression, the canary
+    misses the SLO, or it answers none of a window's requests while its server runs);
+    2 inconclusive (neither shown within max_rounds); 3 an endpoint does
     not answer, is not ready, or stopped answering; 4 the spec or the arguments cannot
     work; 130 interrupted.
     """

@@ -29,6 +29,7 @@ from pipeline.regression.side_by_side import (
     CANDIDATE,
     LIVE,
     ServerDied,
+    ServerHung,
     SideBySideLoad,
     measure_side_by_side,
 )
@@ -168,6 +169,11 @@ def judge_canary(loaded: LoadedSpec, canary: ModelServer, stable: ModelServer,
         raise JudgeInputError(str(exc)) from None
     try:
         side = measure_side_by_side(load, servers, targets, settings, announce)
+    except ServerHung as exc:
+        if exc.who != CANDIDATE:
+            raise EndpointError(f"the {ROLE[exc.who]} stopped answering: {exc.reason}"
+                                ) from None
+        return hung_canary(exc, settings.margin, settings.confidence)
     except ServerDied as exc:
         raise EndpointError(f"the {ROLE[exc.who]} stopped answering: "
                             f"{str(exc).split(': ', 1)[-1]}") from None
@@ -176,6 +182,15 @@ def judge_canary(loaded: LoadedSpec, canary: ModelServer, stable: ModelServer,
     requests = {ROLE[who]: sum(result.requests for result in results)
                 for who, results in side.results.items()}
     return CanaryJudgement(outcome, reason, side.verdict, tuple(slo), requests)
+
+
+def hung_canary(hung: ServerHung, margin: float, confidence: float) -> CanaryJudgement:
+    """A canary that answered none of a window's requests while its server still runs (a
+    model that hangs behind a healthy front end) fails: it is the canary's fault, and a
+    retry (exit 3) would only wait for it again. The paired verdict was not reached."""
+    verdict = PairedVerdict("inconclusive", (), hung.rounds, 0, margin, confidence)
+    return CanaryJudgement("fail", f"the canary hangs: it {hung.reason}", verdict, (),
+                           {ROLE[who]: count for who, count in hung.requests.items()})
 
 
 def writable(path: Path) -> None:

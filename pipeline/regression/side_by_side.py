@@ -34,11 +34,23 @@ CANDIDATE, LIVE = "candidate", "live"
 
 
 class ServerDied(Exception):
-    """One of the two servers died during the side-by-side windows; `who` says which."""
+    """One of the two servers died, or answered nothing for a whole window, during the
+    side-by-side windows; `who` says which."""
 
     def __init__(self, who: str, reason: str) -> None:
         super().__init__(f"{who}: {reason}")
         self.who = who
+        self.reason = reason
+
+
+class ServerHung(ServerDied):
+    """A server that still runs answered none of a window's requests. `rounds`: the rounds
+    measured before; `requests`: each server's requests in them and in that window."""
+
+    def __init__(self, who: str, reason: str, rounds: int, requests: dict[str, int]) -> None:
+        super().__init__(who, reason)
+        self.rounds = rounds
+        self.requests = requests
 
 
 @dataclass
@@ -98,6 +110,10 @@ def measure_side_by_side(load: SideBySideLoad, servers: dict[str, ModelServer],
                                    f"round {window.round + 1}: {window.kind}")
         except ServerError as exc:
             raise ServerDied(window.kind, str(exc)) from None
+        _answered_some(window.kind, result, load, window.round, {
+            who: sum(done.requests for done in kept) + (result.requests if who == window.kind
+                                                         else 0)
+            for who, kept in results.items()})
         total[0] += result.duration_s
         results[window.kind].append(result)
         measured = figures(result)
@@ -121,7 +137,22 @@ def _warm_up(load: SideBySideLoad, servers: dict[str, ModelServer],
     warmup = load.warmup_s
     for who, seconds in ((LIVE, warmup), (CANDIDATE, min(warmup, 1.0))):
         try:
-            closed_window(load.sender, servers[who], targets[who], load.concurrency, seconds,
-                          f"{who}: warm-up")
+            result = closed_window(load.sender, servers[who], targets[who], load.concurrency,
+                                   seconds, f"{who}: warm-up")
         except ServerError as exc:
             raise ServerDied(who, f"during the warm-up: {exc}") from None
+        _answered_some(who, result, load, 0, {name: result.requests if name == who else 0
+                                             for name in servers}, "during the warm-up: ")
+
+
+def _answered_some(who: str, result: LoadResult, load: SideBySideLoad, rounds: int,
+                   requests: dict[str, int], when: str = "") -> None:
+    """ServerHung when `who` answered none of a window's requests (each waited its whole
+    timeout): a server that hangs while its process and health check live would otherwise
+    cost every remaining round a timeout. A fast error is an answer (the error-rate verdict
+    weighs it)."""
+    if result.requests and not result.answered:
+        raise ServerHung(who, (
+            f"{when}answered none of its {result.requests} requests in a window at "
+            f"concurrency {load.concurrency} (each waited the request timeout, "
+            f"{load.sender.timeout_s:g}s)"), rounds, requests)

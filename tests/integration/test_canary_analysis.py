@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -27,8 +28,14 @@ from pipeline.servers.specs import load_spec
 from pipeline.servers.triton.server import TritonServer
 from tests.conftest import copy_example_project
 from tests.support.argo_schema import template_problems
-from tests.support.cli import cli
-from tests.support.delayed_model import SAME, delayed_project, slower_switch, use_entrypoint
+from tests.support.cli import cli, start_cli
+from tests.support.delayed_model import (
+    SAME,
+    delayed_project,
+    hang_switch,
+    slower_switch,
+    use_entrypoint,
+)
 from tests.support.kserve_exports import release
 from tests.support.kserve_schema import Model
 from tests.support.specs import fast_spec
@@ -91,6 +98,39 @@ def test_a_slowed_canary_fails(endpoints: tuple[Path, str, str]) -> None:
     p50 = body["metrics"]["p50_ms"]
     assert p50["outcome"] == "regression" and p50["interval"][0] > 1.2, p50
     assert "FAIL: the canary is worse than the stable release" in output
+
+
+def test_a_canary_whose_model_hangs_fails_within_a_window(
+        endpoints: tuple[Path, str, str]) -> None:
+    """A canary whose model hangs (12 s an execution, over the 10 s request timeout) once
+    judging has begun, while its server stays alive and ready: it fails (exit 1) at the
+    first window it answers nothing in, where it waited out the timeouts of every round
+    until a look decided. Its own server: the module's canary must stay prompt."""
+    project, _, stable = endpoints
+    hang_switch(project).unlink(missing_ok=True)
+    spec = project / "serve-hangable.yaml"
+    spec.write_text((project / "serve.yaml").read_text())
+    use_entrypoint(spec, "build_hangable")
+    with serving(load_spec(spec), project / "hangable") as hangable:
+        assert isinstance(hangable, TritonServer)
+        judging = start_cli(["judge", "--canary", hangable.base_url, "--stable", stable],
+                            project)
+        started = time.monotonic()
+        try:
+            time.sleep(2.0)             # within the warm-ups or the first rounds
+            hang_switch(project).write_text("hang")
+            out, err = judging.communicate(timeout=240)
+        finally:
+            hang_switch(project).unlink(missing_ok=True)
+            if judging.poll() is None:
+                judging.kill()
+                judging.communicate()
+    elapsed = time.monotonic() - started
+    assert judging.returncode == 1, (out + err)[-3000:]
+    body = json.loads(out.strip().splitlines()[-1])
+    assert body["verdict"] == "fail" and body["reason"].startswith(
+        "the canary hangs: it answered none of its "), body
+    assert elapsed < 45, (elapsed, out[-3000:])
 
 
 def test_the_analysis_template_passes_the_sdk_and_argo_types(

@@ -40,6 +40,16 @@ class Switchable(Delayed):
         return torch.softmax(self.linear(x), dim=-1)
 
 
+class Hangable(Delayed):
+    \"\"\"Delayed, or 12 s per execution while the file HANG_PATH exists: longer than the
+    request timeout, so its server, alive and healthy, answers none of a window's
+    requests.\"\"\"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(12.0 if os.path.exists("HANG_PATH") else self.delay_s)
+        return torch.softmax(self.linear(x), dim=-1)
+
+
 def build() -> torch.nn.Module:
     return Delayed(0.001)
 
@@ -50,6 +60,10 @@ def build_slow() -> torch.nn.Module:
 
 def build_switchable() -> torch.nn.Module:
     return Switchable(0.001)
+
+
+def build_hangable() -> torch.nn.Module:
+    return Hangable(0.001)
 
 
 def build_licensed() -> torch.nn.Module:
@@ -74,7 +88,8 @@ def delayed_project(project: Path, entrypoint: str = "build", margin: str = "10%
     # machine may lack reads a file: the live release's licence, the slower switch.
     (project / "delayed.py").write_text(
         DELAYED_MODEL.replace("LICENCE_PATH", str(project / "licence"))
-        .replace("SLOWER_PATH", str(slower_switch(project))))
+        .replace("SLOWER_PATH", str(slower_switch(project)))
+        .replace("HANG_PATH", str(hang_switch(project))))
     spec = project / "serve.yaml"
     text = re.sub(r"(?m)^  source: \S+", "  source: delayed.pt", spec.read_text(), count=1)
     text = text.replace("format: torchscript",
@@ -101,3 +116,8 @@ def slower_switch(project: Path) -> Path:
 
 def use_entrypoint(spec: Path, entrypoint: str) -> None:
     spec.write_text(re.sub(r"delayed\.py:\w+", f"delayed.py:{entrypoint}", spec.read_text()))
+
+
+def hang_switch(project: Path) -> Path:
+    """While this file exists, build_hangable's model takes 12 s an execution."""
+    return project / "hang"
