@@ -57,6 +57,9 @@ def ray_own_files_unclosed() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LoadCluster]:
+    # As a Ray that LoadCluster starts for a run: workers at nice 0, not Ray's 15 (with a
+    # neighbour busy on a core they fell seconds behind their schedule; run.py).
+    os.environ.setdefault("RAY_worker_niceness", "0")
     with ray_own_files_unclosed():
         ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING, _node_ip_address="127.0.0.1")

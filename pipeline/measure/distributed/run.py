@@ -68,6 +68,10 @@ class LoadCluster:
                          _node_ip_address="127.0.0.1" if _on_loopback(address) else None)
             else:
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+                # Ray starts its workers at nice 15: beside a neighbour busy on a core, the
+                # load workers then got so little CPU that they fell 2-3 s behind a 100/s
+                # schedule, and every latency counted that lag. Read by the raylet at start.
+                os.environ.setdefault("RAY_worker_niceness", "0")
                 ray.init(address="local", num_cpus=cpus, include_dashboard=False,
                          log_to_driver=False, logging_level=logging.WARNING,
                          _node_ip_address="127.0.0.1")
