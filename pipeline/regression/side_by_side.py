@@ -142,7 +142,7 @@ def _warm_up(load: SideBySideLoad, servers: dict[str, ModelServer],
         except ServerError as exc:
             raise ServerDied(who, f"during the warm-up: {exc}") from None
         _answered_some(who, result, load, 0, {name: result.requests if name == who else 0
-                                             for name in servers}, "during the warm-up: ")
+                                             for name in servers}, " (its warm-up)")
 
 
 def _answered_some(who: str, result: LoadResult, load: SideBySideLoad, rounds: int,
@@ -153,6 +153,6 @@ def _answered_some(who: str, result: LoadResult, load: SideBySideLoad, rounds: i
     weighs it)."""
     if result.requests and not result.answered:
         raise ServerHung(who, (
-            f"{when}answered none of its {result.requests} requests in a window at "
+            f"answered none of its {result.requests} requests in a window{when} at "
             f"concurrency {load.concurrency} (each waited the request timeout, "
             f"{load.sender.timeout_s:g}s)"), rounds, requests)

@@ -82,7 +82,7 @@ def test_a_server_hung_from_the_start_is_named_in_its_warm_up() -> None:
     assert stopped.value.who == CANDIDATE
     assert (stopped.value.rounds, stopped.value.requests) == (0, {CANDIDATE: 8, LIVE: 0})
     assert str(stopped.value) == (
-        "candidate: during the warm-up: answered none of its 8 requests in a window at "
+        "candidate: answered none of its 8 requests in a window (its warm-up) at "
         "concurrency 8 (each waited the request timeout, 10s)")
 
 
@@ -90,7 +90,7 @@ def test_a_server_that_hangs_later_stops_the_rounds_at_that_window() -> None:
     workers = Workers(serves=3)              # the warm-up and two rounds' windows
     with pytest.raises(ServerHung) as stopped:
         measure(workers, SERVING, HUNG)
-    assert stopped.value.who == LIVE and "during the warm-up" not in str(stopped.value)
+    assert stopped.value.who == LIVE and "warm-up" not in str(stopped.value)
     assert workers.hung_windows == 4         # not one window more
     # Its warm-up and rounds 0 and 1 served; in round 2, after the candidate's window, it hung.
     assert stopped.value.rounds == 2
@@ -102,6 +102,7 @@ def test_fast_errors_are_answers_for_the_verdict_to_weigh() -> None:
 
 
 def test_judge_fails_a_hung_canary_and_names_the_hang() -> None:
+    # In its warm-up or in a round, the reason reads the same way.
     hung = ServerHung(CANDIDATE, "answered none of its 8 requests in a window", 3,
                       {CANDIDATE: 308, LIVE: 300})
     judgement = hung_canary(hung, 0.2, 0.95)
