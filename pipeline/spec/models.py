@@ -97,10 +97,12 @@ class TensorSpec(StrictModel):
         "TYPE_STRING (BYTES on the wire), JSON strings on TorchServe; a TorchScript or "
         "eager model takes it as a List[str] and may return one. bfloat16 is not "
         "supported."))
-    shape: list[int] = Field(min_length=1, description=(
+    shape: list[int] = Field(description=(
         "Per-item shape; the batch dimension is implicit and comes first. -1 is a variable "
         "dimension, whose size each request sets (Triton dims -1; an input's sizes are "
-        "model.sizes)."))
+        "model.sizes). [] is one scalar per item (a model that takes or returns [n]): "
+        "Triton declares it dims [1] with reshape [], so its clients send and receive "
+        "[n, 1] while the model sees [n]; TorchServe's JSON carries [n]."))
 
     @field_validator("dtype", mode="before")
     @classmethod

@@ -13,6 +13,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 from pipeline.model.tensors import config_dtype
 from pipeline.servers.base import ASSETS, RUNTIME_MODULE
 from pipeline.servers.triton.passthrough import ONE_GROUP, merged_config, passthrough_config
+from pipeline.servers.triton.wire_shapes import wire_dims
 from pipeline.spec.models import Spec
 
 MODEL_VERSION = "1"
@@ -29,13 +30,13 @@ def spec_model_config(spec: Spec, model_file: str, entrypoint_file: str | None) 
     batching = spec.server.batching
     config = pb.ModelConfig(name=spec.name, backend=spec.server.backend,
                             max_batch_size=batching.max_batch_size)
-    for tensor in spec.model.inputs:
-        config.input.add(name=tensor.name, data_type=pb.DataType.Value(config_dtype(tensor.dtype)),
-                         dims=tensor.shape)
-    for tensor in spec.model.outputs:
-        config.output.add(name=tensor.name,
-                          data_type=pb.DataType.Value(config_dtype(tensor.dtype)),
-                          dims=tensor.shape)
+    for tensors, declared in ((spec.model.inputs, config.input),
+                              (spec.model.outputs, config.output)):
+        for tensor in tensors:
+            rendered = declared.add(name=tensor.name, dims=wire_dims(tensor),
+                                    data_type=pb.DataType.Value(config_dtype(tensor.dtype)))
+            if not tensor.shape:
+                rendered.reshape.SetInParent()   # reshape { shape: [] }: the model sees [n]
     if batching.max_batch_size > 1:
         delay_us = batching.max_queue_delay.exact_in("us")
         if delay_us is None:
@@ -73,9 +74,12 @@ def check_model_config(text: str, spec: Spec) -> list[str]:
     for kind, declared, tensors in (("input", config.input, spec.model.inputs),
                                     ("output", config.output, spec.model.outputs)):
         rendered = [(t.name, pb.DataType.Name(t.data_type), list(t.dims)) for t in declared]
-        wanted = [(t.name, config_dtype(t.dtype), t.shape) for t in tensors]
+        wanted = [(t.name, config_dtype(t.dtype), wire_dims(t)) for t in tensors]
         if rendered != wanted:
             problems.append(f"{kind}s {rendered} differ from the spec {wanted}")
+        problems += [f"{kind} {t.name}: a scalar per item needs reshape {{ shape: [] }}"
+                     for t, tensor in zip(declared, tensors, strict=False)
+                     if not tensor.shape and (not t.HasField("reshape") or t.reshape.shape)]
     batching = spec.server.batching
     if config.max_batch_size != batching.max_batch_size:
         problems.append(f"max_batch_size {config.max_batch_size} is not "

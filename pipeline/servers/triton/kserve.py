@@ -16,8 +16,9 @@ from tritonclient.http import InferenceServerClient, InferInput, InferRequestedO
 from tritonclient.utils import serialize_byte_tensor
 
 from pipeline.errors import ServerError
-from pipeline.model.tensors import WIRE_DTYPES, Array, Batch, misshapen, zeros
+from pipeline.model.tensors import WIRE_DTYPES, Array, Batch, zeros
 from pipeline.request_types import GrpcRequest, HttpRequest
+from pipeline.servers.triton.wire_shapes import to_wire, wire_item_shape, wire_misshapen
 from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ModelSpec, ProbeName
 from pipeline.spec.strings import is_string, normalized
 
@@ -79,8 +80,8 @@ def _json_inputs(model: ModelSpec, count: int, size: int | None, *, misshape: bo
     for position, tensor in enumerate(model.inputs):
         if drop_first and position == 0:
             continue
-        item = misshapen(tensor, size) if misshape and position == 0 else \
-            list(tensor.item_shape(size))
+        item = wire_misshapen(tensor, size) if misshape and position == 0 else \
+            wire_item_shape(tensor, size)
         shape = [count, *item]
         wire = WIRE_DTYPES[tensor.dtype]
         if position == 0 and dtype_swap:
@@ -114,7 +115,8 @@ def probe_request(base_url: str, model_name: str, model: ModelSpec, max_batch_si
         inputs[0]["shape"] = [1, DECLARED_HUGE_BYTES // 4]
     elif probe == "oversized_body":
         # One valid item in the binary form, followed by far more bytes than it declares.
-        batch = {t.name: zeros(t, (1, *t.item_shape(size))) for t in model.inputs}
+        batch = to_wire({t.name: zeros(t, (1, *t.item_shape(size))) for t in model.inputs},
+                        model.inputs)
         valid = encode_infer(base_url, model_name, batch,
                              {t.name: t.dtype for t in model.inputs},
                              [t.name for t in model.outputs])

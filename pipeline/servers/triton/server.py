@@ -33,6 +33,7 @@ from pipeline.servers.triton import kserve
 from pipeline.servers.triton.passthrough import server_flags
 from pipeline.servers.triton.reload import reload_model
 from pipeline.servers.triton.stats import TritonStats
+from pipeline.servers.triton.wire_shapes import from_wire, to_wire
 from pipeline.spec.models import LoadedSpec, ProbeName
 
 # ---------------------------------------------------------------- installation
@@ -196,17 +197,20 @@ class TritonEndpoint(EndpointLifecycle):
 
     def infer_request(self, batch: Batch) -> HttpRequest:
         model = self.spec.model
-        return kserve.encode_infer(self.base_url, self.model_name, batch,
+        return kserve.encode_infer(self.base_url, self.model_name,
+                                   to_wire(batch, model.inputs),
                                    {t.name: t.dtype for t in model.inputs},
                                    [t.name for t in model.outputs])
 
     def decode_outputs(self, response: http.Response) -> dict[str, Array]:
-        return kserve.decode_outputs(response.body, response.headers)
+        return from_wire(kserve.decode_outputs(response.body, response.headers),
+                         self.spec.model.outputs)
 
     def grpc_request(self, batch: Batch) -> GrpcRequest | None:
         if self.grpc_target is None:
             return None
-        return kserve.grpc_infer(self.grpc_target, self.model_name, batch,
+        return kserve.grpc_infer(self.grpc_target, self.model_name,
+                                 to_wire(batch, self.spec.model.inputs),
                                  {t.name: t.dtype for t in self.spec.model.inputs},
                                  [t.name for t in self.spec.model.outputs])
 
