@@ -170,7 +170,7 @@ def test_the_spec_watches_what_the_verdict_can_judge() -> None:
     assert set(typing.get_args(WatchedSideBySide)) == set(WATCHABLE)
     assert settings.metrics == ("p99_ms",) and settings.margin == pytest.approx(0.05)
     assert settings.schedule.looks() == [8, 16]
-    assert paired_settings(RegressionStage(), 50.0).schedule.looks() == [16, 32, 48, 64]
+    assert paired_settings(RegressionStage(), 50.0).schedule.looks() == [16, 32, 48, 64, 80, 96]
     # The tail allowance: 2% of slo.p99 unless the spec sets it.
     assert settings.tail_allowance_ms == pytest.approx(1.0)
     assert paired_settings(RegressionStage(), 200.0).tail_allowance_ms == pytest.approx(4.0)
