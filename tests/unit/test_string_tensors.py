@@ -36,7 +36,8 @@ def texts(*values: str) -> Array:
 
 def test_the_binary_request_prefixes_each_string_with_its_little_endian_length() -> None:
     request = kserve.encode_infer("http://h", "m", {"text": texts(*PHRASES)},
-                                  {"text": "string"}, ["label"])
+                                  [TensorSpec(name="text", dtype="string", shape=[1])],
+                                  ["label"])
     header_length = int(request.headers["Inference-Header-Content-Length"])
     header = json.loads(request.body[:header_length])
     assert header["inputs"][0]["datatype"] == "BYTES"

@@ -7,7 +7,7 @@ included, so what we send is what Triton's clients send.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,14 +19,22 @@ from pipeline.errors import ServerError
 from pipeline.model.tensors import WIRE_DTYPES, Array, Batch, zeros
 from pipeline.request_types import GrpcRequest, HttpRequest
 from pipeline.servers.triton.wire_shapes import to_wire, wire_item_shape, wire_misshapen
-from pipeline.spec.models import DECLARED_HUGE_BYTES, OVERSIZED_BODY_BYTES, ModelSpec, ProbeName
+from pipeline.spec.models import (
+    DECLARED_HUGE_BYTES,
+    OVERSIZED_BODY_BYTES,
+    ModelSpec,
+    ProbeName,
+    TensorSpec,
+)
 from pipeline.spec.strings import is_string, normalized
 
 
-def encode_infer(base_url: str, model: str, batch: Batch, dtypes: Mapping[str, str],
+def encode_infer(base_url: str, model: str, batch: Batch, declared: Sequence[TensorSpec],
                  output_names: list[str]) -> HttpRequest:
+    """`batch` of the `declared` inputs, in their wire form (wire_shapes.py)."""
+    dtypes = {tensor.name: tensor.dtype for tensor in declared}
     inputs = []
-    for name, array in batch.items():
+    for name, array in to_wire(batch, declared).items():
         tensor = InferInput(name, list(array.shape), WIRE_DTYPES[dtypes[name]])
         tensor.set_data_from_numpy(array, binary_data=True)
         inputs.append(tensor)
@@ -38,11 +46,13 @@ def encode_infer(base_url: str, model: str, batch: Batch, dtypes: Mapping[str, s
     return HttpRequest("POST", f"{base_url}/v2/models/{model}/infer", bytes(body), headers)
 
 
-def grpc_infer(target: str, model: str, batch: Batch, dtypes: Mapping[str, str],
+def grpc_infer(target: str, model: str, batch: Batch, declared: Sequence[TensorSpec],
                output_names: list[str]) -> GrpcRequest:
-    """A ModelInfer call with raw tensor contents, serialized once."""
+    """A ModelInfer call with raw tensor contents, serialized once; `batch` of the
+    `declared` inputs, in their wire form."""
+    dtypes = {tensor.name: tensor.dtype for tensor in declared}
     request = service_pb2.ModelInferRequest(model_name=model)
-    for name, array in batch.items():
+    for name, array in to_wire(batch, declared).items():
         request.inputs.add(name=name, datatype=WIRE_DTYPES[dtypes[name]], shape=list(array.shape))
         request.raw_input_contents.append(raw_contents(array))
     for name in output_names:
@@ -115,10 +125,8 @@ def probe_request(base_url: str, model_name: str, model: ModelSpec, max_batch_si
         inputs[0]["shape"] = [1, DECLARED_HUGE_BYTES // 4]
     elif probe == "oversized_body":
         # One valid item in the binary form, followed by far more bytes than it declares.
-        batch = to_wire({t.name: zeros(t, (1, *t.item_shape(size))) for t in model.inputs},
-                        model.inputs)
-        valid = encode_infer(base_url, model_name, batch,
-                             {t.name: t.dtype for t in model.inputs},
+        batch = {t.name: zeros(t, (1, *t.item_shape(size))) for t in model.inputs}
+        valid = encode_infer(base_url, model_name, batch, model.inputs,
                              [t.name for t in model.outputs])
         return HttpRequest("POST", valid.url, valid.body + bytes(OVERSIZED_BODY_BYTES),
                            valid.headers)

@@ -33,7 +33,7 @@ from pipeline.servers.triton import kserve
 from pipeline.servers.triton.passthrough import server_flags
 from pipeline.servers.triton.reload import reload_model
 from pipeline.servers.triton.stats import TritonStats
-from pipeline.servers.triton.wire_shapes import from_wire, to_wire
+from pipeline.servers.triton.wire_shapes import from_wire
 from pipeline.spec.models import LoadedSpec, ProbeName
 
 # ---------------------------------------------------------------- installation
@@ -197,9 +197,7 @@ class TritonEndpoint(EndpointLifecycle):
 
     def infer_request(self, batch: Batch) -> HttpRequest:
         model = self.spec.model
-        return kserve.encode_infer(self.base_url, self.model_name,
-                                   to_wire(batch, model.inputs),
-                                   {t.name: t.dtype for t in model.inputs},
+        return kserve.encode_infer(self.base_url, self.model_name, batch, model.inputs,
                                    [t.name for t in model.outputs])
 
     def decode_outputs(self, response: http.Response) -> dict[str, Array]:
@@ -209,10 +207,9 @@ class TritonEndpoint(EndpointLifecycle):
     def grpc_request(self, batch: Batch) -> GrpcRequest | None:
         if self.grpc_target is None:
             return None
-        return kserve.grpc_infer(self.grpc_target, self.model_name,
-                                 to_wire(batch, self.spec.model.inputs),
-                                 {t.name: t.dtype for t in self.spec.model.inputs},
-                                 [t.name for t in self.spec.model.outputs])
+        model = self.spec.model
+        return kserve.grpc_infer(self.grpc_target, self.model_name, batch, model.inputs,
+                                 [t.name for t in model.outputs])
 
     def probe_request(self, probe: ProbeName, size: int | None = None) -> HttpRequest:
         return kserve.probe_request(self.base_url, self.model_name, self.spec.model,
