@@ -53,6 +53,7 @@ from pipeline.regression.paired import (  # noqa: E402
     WindowFigures,
     run_sequential,
 )
+from pipeline.spec.stage_settings import RegressionStage  # noqa: E402
 
 BASE = {"p50_ms": 4.0, "p95_ms": 6.0, "p99_ms": 8.0, "throughput_rps": 1500.0}
 NOISE = {"p50_ms": 0.02, "p95_ms": 0.04, "p99_ms": 0.06, "throughput_rps": 0.03}
@@ -67,8 +68,12 @@ ERROR_RATE = 1 / 8000
 EPISODE_START = 0.03
 EPISODE_ROUNDS = (2, 8)
 EPISODE_STALLED = 0.10
+# The spec's default schedule (first look, looks between, cap), so the benchmark follows it.
+_DEFAULTS = RegressionStage()
 SETTINGS = PairedSettings(WATCHABLE, margin=0.10, error_rate_allowance=0.001,
-                          confidence=0.95, schedule=Schedule(16, 16, 64))
+                          confidence=0.95, schedule=Schedule(_DEFAULTS.first_look,
+                                                             _DEFAULTS.look_every,
+                                                             _DEFAULTS.max_rounds))
 
 
 def _poisson(rng: random.Random, mean: float) -> int:
