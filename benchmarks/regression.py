@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -139,7 +140,22 @@ def outcome_of(record: dict[str, Any]) -> dict[str, Any]:
             "ratios": {m["metric"]: m.get("ratio") for m in verdict.get("metrics", [])},
             "intervals": {m["metric"]: [m.get("ratio_low"), m.get("ratio_high")]
                           for m in verdict.get("metrics", [])},
-            "message": regression.get("message", "")[:200]}
+            "message": regression.get("message", "")[:200],
+            "p50_lag1": p50_lag1(regression.get("details", {}).get("windows", []))}
+
+
+def p50_lag1(windows: list[dict[str, Any]]) -> float | None:
+    """The lag-1 autocorrelation of the rounds' log p50 ratios: near 0 where rounds are
+    independent, as the verdict's group-sequential levels assume."""
+    rounds: dict[int, dict[str, float]] = {}
+    for window in windows:
+        rounds.setdefault(int(window["round"]), {})[str(window["server"])] = float(
+            window["p50_ms"])
+    logs = [math.log(pair["candidate"] / pair["live"]) for _, pair in sorted(rounds.items())
+            if len(pair) == 2 and pair["candidate"] > 0 and pair["live"] > 0]
+    if len(logs) < 4 or statistics.pstdev(logs) == 0:
+        return None
+    return round(statistics.correlation(logs[:-1], logs[1:]), 3)
 
 
 def main() -> None:
@@ -213,6 +229,9 @@ def measure(scratch: Path, runs: int, skip_saturation: bool,
             "median_latency_s_without": round(statistics.median(latency_alone), 1),
             # The regression stage's own time over the latency stage's, run by run.
             "regression_to_latency": cost_ratios(cases),
+            "p50_lag1_median": statistics.median(
+                [run["p50_lag1"] for runs in cases.values() for run in runs
+                 if run["p50_lag1"] is not None] or [0.0]),
             "skip_saturation": skip_saturation, "settings": settings, "cases": cases}
 
 

@@ -22,9 +22,11 @@ adds episodes of 2-8 rounds in which one server (not both) stalls a tenth of its
 --tail-allowance-ms is `stages.regression.tail_allowance` (default 1 ms: the tool's default
 of 2% of slo.p99 for a 50 ms SLO, as the example's); 0 judges the tail on the ratio alone.
 
-Cases: A/A (factor 1.00), 25% slower, 3% slower, each with a 10% margin. The gate is
-refused on "regression" and on "inconclusive" (it fails closed), so `aa_refused` and
-`false_alarms` count both, `detected` counts refusals of the 25% slower candidate.
+Cases: A/A (factor 1.00), 25% slower, 3% slower, and 10% slower (on the margin), each
+with a 10% margin. The gate is refused on "regression" and on "inconclusive" (it fails
+closed), so `aa_refused` and `false_alarms` count both, `detected` counts refusals of the
+25% slower candidate. `passed_at_margin_rate` is the verdict's own error: a candidate
+exactly on the margin must pass in at most 1 - confidence (5%) of trials.
 The last line is one JSON object.
 """
 
@@ -193,7 +195,8 @@ def main() -> None:
     requests = None if args.figures_only else args.requests
     cases = {name: case(rng, factor, args.trials, args.noise_scale, requests, args.episodes,
                         settings)
-             for name, factor in (("aa", 1.0), ("slower_25", 1.25), ("slower_3", 1.03))}
+             for name, factor in (("aa", 1.0), ("slower_25", 1.25), ("slower_3", 1.03),
+                                  ("at_margin", 1.10))}
     for name, figures in cases.items():
         print(f"{name}: {figures}", file=sys.stderr)
     print(json.dumps({
@@ -201,6 +204,7 @@ def main() -> None:
         "aa_false_regression_rate": round(int(str(cases["aa"]["regression"])) / args.trials, 4),
         "detected_rate_25": cases["slower_25"]["refused_rate"],
         "false_alarm_rate_3": cases["slower_3"]["refused_rate"],
+        "passed_at_margin_rate": round(1 - float(str(cases["at_margin"]["refused_rate"])), 4),
         "noise_scale": args.noise_scale, "episodes": args.episodes,
         "bootstrap": "single rounds" if args.single_rounds else "blocks of rounds",
         "margin": settings.margin, "tail_allowance_ms": settings.tail_allowance_ms,
