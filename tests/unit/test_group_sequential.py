@@ -1,4 +1,4 @@
-"""Group-sequential levels: the published boundaries, and the union bound's increments as their floor."""
+"""Group-sequential levels: the published bounds, and the union bound's increments as floor."""
 
 from __future__ import annotations
 
