@@ -22,6 +22,9 @@ ratio is taken, and the verdict is drawn on log ratios over rounds:
   rank instead of dragging a mean; and with the same rounds it is much tighter than a
   sign test's, which needs ~2x the rounds for the same bound. A bootstrap would be too
   narrow at 8-16 rounds, a permutation test of means too sensitive to one odd round.
+  Rounds whose log ratios are serially correlated (a state outlasting a round) get a
+  stricter level, by the AR(1) variance inflation of the lag-1 correlation read from
+  them (serial.py).
 - Non-inferiority: for a lower-is-better metric (latencies) no_regression when the
   upper bound of the ratio is below 1 + margin, regression when its lower bound is
   above it; for throughput the same against 1 - margin, mirrored. Otherwise
@@ -62,6 +65,7 @@ from typing import Any, Literal
 from pipeline.regression.error_counts import compare_errors
 from pipeline.regression.outcome import Outcome
 from pipeline.regression.pooled_tail import pooled_ratio
+from pipeline.regression.serial import serial_level
 from pipeline.regression.signed_rank import median_interval
 from pipeline.statistics.group_sequential import look_levels
 from pipeline.statistics.sequential import obrien_fleming_spent
@@ -196,7 +200,7 @@ def judge_ratio(metric: str, rounds: Sequence[PairedRound], margin: float,
     else:
         logs = [math.log(max(new, _FLOOR) / max(old, _FLOOR))
                 for new, old in zip(candidate, live, strict=True)]
-        interval = median_interval(logs, error)
+        interval = median_interval(logs, serial_level(error, logs))
         estimate, low, high = (math.exp(interval.estimate), _exp(interval.low),
                                _exp(interval.high))
         live_value, candidate_value = statistics.median(live), statistics.median(candidate)

@@ -13,10 +13,10 @@ the one whose first-crossing probability equals its increment. The level each lo
 interval is built with is the standard normal tail beyond that boundary.
 
 Assumption, stated: the looks' estimates behave like a Brownian motion in the rounds
-(independent rounds, an estimate that is close to normal by the later looks). Rounds
-alternate which server goes first and are checked for it (benchmarks/regression.py
-prints the lag-1 autocorrelation of the rounds' log ratios); the early looks, where
-normality is weakest, spend almost nothing either way. Each bound is one-sided: stopping
+(independent rounds, an estimate that is close to normal by the later looks). Where
+rounds carry a state over, the per-round interval widens by the lag-1 correlation it
+reads (pipeline/regression/serial.py; benchmarks/regression.py prints it per run); the
+early looks, where normality is weakest, spend almost nothing either way. Each bound is one-sided: stopping
 on the other bound or on another metric only takes chances to cross away.
 """
 
