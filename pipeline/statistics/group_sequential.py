@@ -16,8 +16,9 @@ Assumption, stated: the looks' estimates behave like a Brownian motion in the ro
 (independent rounds, an estimate that is close to normal by the later looks). Where
 rounds carry a state over, the per-round interval widens by the lag-1 correlation it
 reads (pipeline/regression/serial.py; benchmarks/regression.py prints it per run); the
-early looks, where normality is weakest, spend almost nothing either way. Each bound is one-sided: stopping
-on the other bound or on another metric only takes chances to cross away.
+early looks, where normality is weakest, spend almost nothing either way. Each bound is
+one-sided: stopping on the other bound or on another metric only takes chances to cross
+away.
 """
 
 from __future__ import annotations
