@@ -4,7 +4,7 @@ to the sender it is given (pipeline/measure/windows.py): no server is started he
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +16,7 @@ from pipeline.context import RunContext
 from pipeline.errors import ServerError, UsageError
 from pipeline.measure.distributed.ray_support import missing_ray
 from pipeline.measure.load_result import LoadResult
-from pipeline.measure.open_loop import HardEnd, OpenLoopResult, Phase
+from pipeline.measure.open_loop import Phase
 from pipeline.measure.sender import LoadSender, Shards
 from pipeline.measure.supervise import LoadAborted, Tick, no_tick
 from pipeline.measure.windows import closed_window, open_window
@@ -25,6 +25,7 @@ from pipeline.servers.base import ModelServer
 from pipeline.servers.specs import load_spec
 from pipeline.spec.models import LoadedSpec
 from stages._load import sender_for
+from tests.support.closed_only_workers import ClosedWindowsOnly
 
 TARGET = cast(Target, object())     # never sent: the fake workers below take every window
 
@@ -42,9 +43,11 @@ class FakeServer:
         return "it exited with code 1"
 
 
-class FakeWorkers:
+class FakeWorkers(ClosedWindowsOnly):
     """Load workers that note each window they are handed and answer it at once, or stop
     it as the real ones do when the server is gone."""
+
+    refusal = "not measured here"
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
@@ -59,15 +62,9 @@ class FakeWorkers:
         tick(duration_s)
         return LoadResult(duration_s)
 
-    def open_window(self, workers: int, stage: str, target: Target, phases: Sequence[Phase],
-                    timeout_s: float, label: str, max_in_flight: int = 2048,
-                    arrivals: str = "constant", seed: int = 0,
-                    should_stop: Callable[[], bool] = lambda: False, tick: Tick = no_tick,
-                    hard_end: HardEnd | None = None,
-                    starve_s: dict[int, float] | None = None,
-                    plan: list[tuple[float, str]] | None = None) -> OpenLoopResult:
+    def opened(self, workers: int, stage: str, timeout_s: float, label: str,
+               max_in_flight: int) -> None:
         self.calls.append(("open", workers, stage, timeout_s, label, max_in_flight))
-        raise AssertionError("not measured here")
 
 
 def with_latency(loaded: LoadedSpec, **settings: Any) -> LoadedSpec:

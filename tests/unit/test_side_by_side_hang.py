@@ -5,13 +5,12 @@ not waited out round after round until the cap. The windows come from fake load 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import cast
 
 import pytest
 
 from pipeline.measure.load_result import LoadResult
-from pipeline.measure.open_loop import HardEnd, OpenLoopResult, Phase
 from pipeline.measure.sender import LoadSender, Shards
 from pipeline.measure.supervise import Tick, no_tick
 from pipeline.measure.wire.transport import Target
@@ -25,6 +24,7 @@ from pipeline.regression.side_by_side import (
     measure_side_by_side,
 )
 from pipeline.servers.base import ModelServer
+from tests.support.closed_only_workers import ClosedWindowsOnly
 
 SERVING, HUNG, ERRING = (cast(Target, object()) for _ in range(3))
 SETTINGS = PairedSettings(("p50_ms",), 0.1, 0.001, 0.95, Schedule(4, 4, 8))
@@ -35,9 +35,11 @@ class Alive:
         return True
 
 
-class Workers:
+class Workers(ClosedWindowsOnly):
     """Each window at once: a server at `SERVING` answers in 2 ms, one at `ERRING` fails
     fast (HTTP 500), one at `HUNG` answers nothing after its first `serves` windows."""
+
+    refusal = "side by side sends closed-loop windows only"
 
     def __init__(self, serves: int = 0) -> None:
         self.hung_windows = 0
@@ -58,15 +60,6 @@ class Workers:
                 result.record(2_000, index * duration_s / 100,
                               "http_500" if target is ERRING else None)
         return result
-
-    def open_window(self, workers: int, stage: str, target: Target, phases: Sequence[Phase],
-                    timeout_s: float, label: str, max_in_flight: int = 2048,
-                    arrivals: str = "constant", seed: int = 0,
-                    should_stop: Callable[[], bool] = lambda: False, tick: Tick = no_tick,
-                    hard_end: HardEnd | None = None,
-                    starve_s: dict[int, float] | None = None,
-                    plan: list[tuple[float, str]] | None = None) -> OpenLoopResult:
-        raise AssertionError("side by side sends closed-loop windows only")
 
 
 def measure(workers: Workers, candidate: Target, live: Target) -> None:
