@@ -77,3 +77,20 @@ def test_a_tampered_release_is_refused_before_the_pointer_moves(project: Path,
     with pytest.raises(StoreError, match="corrupt"):
         promote_existing(store, production, "production", None, "ci")
     assert read_pointer(store, "fraud-mlp", "production")[0].current is None
+
+
+def test_a_manifest_edited_after_its_approval_is_tampered_evidence(project: Path,
+                                                                   store: LocalStore) -> None:
+    """An approved release whose manifest was rewritten in the store since it passed
+    staging exits as tampered evidence (3), not as a policy refusal (5): the edit, not a
+    missing approval, is what the operator must hear about."""
+    production = load_spec(project / "serve.yaml", "production")
+    release = publish(store, b"model")
+    move_pointer(store, "fraud-mlp", "staging", release, PointerAction.PROMOTE, "ci")
+    sign_approval(store, project, release)
+    manifest = store.root / "releases" / "fraud-mlp" / f"{release}.json"
+    manifest.write_text(manifest.read_text().replace('"run_id": "r"', '"run_id": "x"'))
+    with pytest.raises(StoreError, match="changed since it was promoted") as refused:
+        promote_existing(store, production, "production", None, "ci")
+    assert refused.value.exit_code == 3
+    assert read_pointer(store, "fraud-mlp", "production")[0].current is None
