@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,34 @@ def deterministic_tar(root: Path, destination: Path) -> str:
     payload = buffer.getvalue()
     destination.write_bytes(payload)
     return sha256_bytes(payload)
+
+
+# Archive members that record when and by what an archive was built, not what it serves:
+# torch-model-archiver's MANIFEST.json carries its build time.
+_BUILD_NOTES = frozenset({"MAR-INF/MANIFEST.json"})
+
+
+def content_digest(archive: Path) -> str | None:
+    """The sha256 of what an artifact archive (tar or zip) holds: every file's name and
+    bytes in name order, apart from its build notes; two builds of the same files give the
+    same digest even where the archive's own bytes carry a build time. None when `archive`
+    is neither, or cannot be read."""
+    files: dict[str, str] = {}
+    try:
+        if tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as bundle:
+                for member in bundle.getmembers():
+                    extracted = bundle.extractfile(member) if member.isfile() else None
+                    if extracted is not None:
+                        files[member.name] = sha256_bytes(extracted.read())
+        elif zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as bundle:
+                for name in bundle.namelist():
+                    if not name.endswith("/"):
+                        files[name] = sha256_bytes(bundle.read(name))
+        else:
+            return None
+    except (OSError, tarfile.TarError, zipfile.BadZipFile):
+        return None
+    listed = {name: digest for name, digest in files.items() if name not in _BUILD_NOTES}
+    return sha256_bytes(canonical_json(listed))

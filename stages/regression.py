@@ -17,14 +17,21 @@ from pipeline.context import RunContext
 from pipeline.errors import ServerError, StoreError, UsageError
 from pipeline.measure.targets import spec_target
 from pipeline.regression.gates import (
+    is_same_release,
     live_release_absent,
     live_release_failed,
     live_release_served,
     same_bytes,
+    same_served,
     verdict_gates,
 )
 from pipeline.regression.head_start import HeadStart, begin, not_needed
-from pipeline.regression.live_serving import IntegrityFailed, LiveUnservable, serve_live
+from pipeline.regression.live_serving import (
+    IntegrityFailed,
+    LiveUnservable,
+    live_archive,
+    serve_live,
+)
 from pipeline.regression.paired import PairedVerdict
 from pipeline.regression.settings import paired_settings
 from pipeline.regression.side_by_side import (
@@ -85,6 +92,7 @@ def run(ctx: RunContext) -> StageResult:
     except LiveUnservable as exc:
         return _failed(f"live release {live.release_id} {exc}", details,
                        store_fault=isinstance(exc, IntegrityFailed))
+    details["same"]["served"] = same_served(ctx.require_build(), live_archive(ctx))
     return _measured(ctx, served.release_id, served.server, served.cold_start_s, details)
 
 
@@ -112,10 +120,9 @@ def _measured(ctx: RunContext, release_id: str, live_server: ModelServer, cold_s
                m.SIDE_BY_SIDE_S: time.monotonic() - started}
     result = StageResult.judged(NAME, gates, _message(side.verdict, release_id, details),
                                 metrics=metrics, details=details)
-    same = details.get("same") or {}
-    if result.status is Status.FAILED and same.get("model") and same.get("config"):
-        result.message += ("; the candidate has the same model and config digests as the "
-                           "live release, so this is the machine's noise between two starts "
+    if result.status is Status.FAILED and is_same_release(details.get("same") or {}):
+        result.message += ("; the candidate has the same model, config and served files as "
+                           "the live release, so this is the machine's noise between two starts "
                            "of the same bytes (stages.regression.margin sets what counts)")
     return result
 
@@ -131,9 +138,8 @@ def _metrics(verdict: PairedVerdict) -> dict[str, float]:
 
 
 def _message(verdict: PairedVerdict, release_id: str, details: dict[str, Any]) -> str:
-    same = details.get("same") or {}
     text = (f"no regression against live release {release_id} (margin "
             f"{verdict.margin:.0%}, {verdict.rounds} rounds side by side)")
-    if same.get("model") and same.get("config"):
-        text += "; same model and config digests as the live release"
+    if is_same_release(details.get("same") or {}):
+        text += "; same model, config and served files as the live release"
     return text

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
+from pipeline.digest import content_digest
 from pipeline.regression.outcome import GATE_OUTCOME
 from pipeline.regression.paired import ERROR_RATE, RATIO_METRICS, MetricVerdict, PairedVerdict
 from pipeline.release.manifest_record import Manifest
@@ -49,3 +53,16 @@ def same_bytes(build: BuiltArtifact, manifest: Manifest) -> dict[str, bool]:
     """Whether the candidate's model and config digests equal the live release's."""
     return {"model": manifest.model_sha256 == build.model_digest,
             "config": manifest.config_sha256 == build.config_digest}
+
+
+def same_served(build: BuiltArtifact, live_archive: Path) -> bool:
+    """Whether the candidate serves the same files as the live release's artifact: its
+    model code (an eager model's entrypoint, the generated handler) as well as its weights
+    and config. The weights alone are not the model: a changed entrypoint keeps them."""
+    candidate = content_digest(build.archive)
+    return candidate is not None and candidate == content_digest(live_archive)
+
+
+def is_same_release(same: Mapping[str, bool]) -> bool:
+    """The claim "same bytes as the live release": model, config and served files."""
+    return bool(same.get("model") and same.get("config") and same.get("served"))

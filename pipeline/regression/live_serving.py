@@ -112,6 +112,16 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
+def live_folder(ctx: RunContext) -> Path:
+    """Where the live release's artifact is restored and served from in this run."""
+    return ctx.run_dir / "live-release"
+
+
+def live_archive(ctx: RunContext) -> Path:
+    """The live release's artifact as fetched from the store (restore_release)."""
+    return live_folder(ctx) / "artifact"
+
+
 def launch_live(ctx: RunContext, store: Store, manifest: Manifest) -> LaunchedLive:
     """Start the live release beside the candidate, without waiting for it; stopped when
     the run's resources close, alongside the candidate. LiveUnservable says why it
@@ -125,7 +135,7 @@ def launch_live(ctx: RunContext, store: Store, manifest: Manifest) -> LaunchedLi
     if server_spec.device != ctx.loaded.spec.server.device:
         raise LiveUnservable(f"it runs on {server_spec.device}, this run on "
                              f"{ctx.loaded.spec.server.device}")
-    folder = ctx.run_dir / "live-release"
+    folder = live_folder(ctx)
     folder.mkdir(parents=True, exist_ok=True)
     try:
         artifact = restore_release(store, manifest, loaded, folder)

@@ -335,7 +335,7 @@ def _side_by_side(parent: ET.Element, record: RunRecord) -> None:
     add_element(summary, "span", view.outcome, cls=f"badge {badge}").tail = (
         f" against live release {view.release_id}: both served on this machine, "
         f"{view.rounds} interleaved rounds, margin {view.margin:.0%} (candidate / live)."
-        + (" Same model and config digests as the live release." if view.same_bytes else ""))
+        + (" Same model, config and served files as the live release." if view.same_bytes else ""))
     body = add_table(section, [(h, "num" if h not in ("metric", "verdict") else "")
                                for h in ("metric", "live", "candidate", "ratio", "interval",
                                          "limit", "verdict")], table_id="watched")

@@ -183,7 +183,7 @@ def _side_by_side(record: RunRecord) -> list[str]:
              f"served on this machine and measured in {view.rounds} interleaved rounds; a "
              f"metric may be {view.margin:.0%} worse (candidate / live).", ""]
     if view.same_bytes:
-        lines += ["Same model and config digests as the live release.", ""]
+        lines += ["Same model, config and served files as the live release.", ""]
     rows = [[cell(r.metric), r.live, r.candidate, r.ratio, r.interval, r.limit, r.outcome]
             for r in view.rows]
     lines += _table(["metric", "live", "candidate", "ratio", "interval", "limit",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.record import RunRecord
+from pipeline.regression.gates import is_same_release
 
 OUTCOME_TEXT = {"no_regression": "no regression", "regression": "regression",
                 "inconclusive": "inconclusive"}
@@ -67,6 +68,6 @@ def side_by_side(record: RunRecord) -> SideBySideView | None:
         str(stage.details.get("live_release_id") or "—"),
         OUTCOME_TEXT.get(str(verdict.get("outcome")), str(verdict.get("outcome"))),
         float(verdict.get("margin") or 0.0), int(verdict.get("rounds") or 0),
-        bool(same.get("model") and same.get("config")),
+        is_same_release(same),
         [_row(body) for body in verdict.get("metrics") or [] if isinstance(body, dict)],
         [w for w in windows if isinstance(w, dict)] if isinstance(windows, list) else [])

@@ -76,9 +76,9 @@ def test_the_same_release_against_itself_is_no_regression(
     project = copy_of(live_delayed, tmp_path, monkeypatch)
     code, output, same = promote(project)
     assert code == 0, output[-3000:]
-    assert same["details"]["same"] == {"model": True, "config": True}
+    assert same["details"]["same"] == {"model": True, "config": True, "served": True}
     assert same["details"]["started_ahead"] is True     # while parity and warm-up ran
-    assert "same model and config digests" in same["message"]
+    assert "same model, config and served files" in same["message"]
     assert same["details"]["verdict"]["outcome"] == "no_regression"
     assert same["details"]["interleaved"] is True
     p50 = gates_of(same)["regression.p50_ms"]
@@ -102,7 +102,11 @@ def test_a_slower_candidate_is_refused(live_delayed: Path, tmp_path: Path,
     use_entrypoint(project / "serve.yaml", "build_slow")
     code, output, slow = promote(project)
     assert code == 1, output[-3000:]
+    # The same weights behind another entrypoint: not the same release, and never called
+    # the machine's noise between two starts of the same bytes.
     assert slow["status"] == "failed" and slow["details"]["same"]["model"] is True
+    assert slow["details"]["same"]["served"] is False
+    assert "the machine's noise" not in slow["message"]
     gates = gates_of(slow)
     p50, throughput = gates["regression.p50_ms"], gates["regression.throughput_rps"]
     assert p50["outcome"] == "failed" and p50["interval"][0] > 1.10, p50
@@ -148,7 +152,8 @@ def test_torchserve_same_release_against_itself_is_no_regression(project: Path) 
     assert code == 0, output[-3000:]
     code, output, same = promote(folder)
     assert code == 0, output[-3000:]
-    assert same["details"]["same"] == {"model": True, "config": True}
+    # Two builds of the same .mar differ in its build time, not in what it serves.
+    assert same["details"]["same"] == {"model": True, "config": True, "served": True}
     assert same["details"]["verdict"]["outcome"] == "no_regression"
     assert gates_of(same)["regression.live_release"]["outcome"] == "passed"
     assert same["details"]["started_ahead"] is True

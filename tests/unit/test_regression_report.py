@@ -29,7 +29,8 @@ def with_regression_stage(slower: float) -> RunRecord:
     windows = [{"round": 0, "server": "candidate", "p99_ms": 8.0}]
     side = SideBySide(verdict, windows, 16.0)
     record.stages.append(StageResult("regression", Status.PASSED, "", details={
-        "live_release_id": "20261201T000000Z-live", "same": {"model": True, "config": True},
+        "live_release_id": "20261201T000000Z-live",
+        "same": {"model": True, "config": True, "served": True},
         **side.to_json()}))
     return record
 
@@ -38,7 +39,7 @@ def test_markdown_leads_with_the_watched_metrics_and_folds_the_windows() -> None
     text = render_markdown(with_regression_stage(1.25))
     section = text.split("### Against the live release, side by side")[1]
     assert "❌ **regression** against live release `20261201T000000Z-live`" in section
-    assert "Same model and config digests as the live release." in section
+    assert "Same model, config and served files as the live release." in section
     assert "| p99 (ms) | 8 | 10 | 1.250 | [1.2" in section
     verdicts, fold = section.split("<details><summary>Every window, as measured</summary>")
     assert "error rate" in verdicts and "candidate" in fold.split("</details>")[0]
