@@ -180,15 +180,19 @@ def decide_promotion(store: Store, loaded: LoadedSpec, environment: str,
     if pointer.current == target:
         raise UsageError(f"{environment} already points at {target}")
     check_intact(store, target, manifest, "promoted")
-    # Tampered evidence first: a manifest rewritten since it passed also fails its gates
-    # or its approval, and the operator must hear about the rewrite (exit 3), not about
-    # a missing approval (exit 5).
-    check_passed_as_is(store, loaded, target)
     checks = ["belongs to this spec", "blobs intact"]
-    checks.append(check_requires(store, loaded, environment, target))
-    gates, notes = check_gates(loaded, environment, target, manifest)
-    checks.append(gates)
-    granted = check_approval(store, loaded, environment, target, approved_by)
+    try:
+        checks.append(check_requires(store, loaded, environment, target))
+        gates, notes = check_gates(loaded, environment, target, manifest)
+        checks.append(gates)
+        granted = check_approval(store, loaded, environment, target, approved_by)
+    except PolicyError:
+        # Tampered evidence outranks a refusal: a manifest rewritten since it passed also
+        # fails its approval (or its gates), and the rewrite is what the operator must
+        # hear (exit 3), not a missing approval (exit 5).
+        check_passed_as_is(store, loaded, target)
+        raise
+    check_passed_as_is(store, loaded, target)
     if granted:
         checks.append("approved by " + ", ".join(granted))
     return Decision(PointerAction.PROMOTE, environment, target, manifest, granted,
