@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.regression.outcome import Outcome
+from pipeline.statistics.distributions import bisect
 
 
 def _log_pmf(n: int, k: int, p: float) -> float:
@@ -41,13 +42,7 @@ def binomial_cdf(k: int, n: int, p: float) -> float:
 
 def _bisect(decreasing: Callable[[float], float], target: float) -> float:
     """The p in [0, 1] where the decreasing function crosses `target`."""
-    low, high = 0.0, 1.0
-    for _ in range(60):
-        middle = (low + high) / 2
-        if decreasing(middle) > target:
-            low = middle
-        else:
-            high = middle
+    low, high = bisect(lambda p: decreasing(p) > target, 0.0, 1.0)
     return (low + high) / 2
 
 

@@ -7,10 +7,24 @@ on a numerically integrated density, the binomial by summing its terms in log sp
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from statistics import NormalDist
 
 _NORMAL = NormalDist()
+
+
+def bisect(before: Callable[[float], bool], low: float, high: float,
+           steps: int = 60) -> tuple[float, float]:
+    """[low, high] narrowed `steps` times around where `before` turns from true (at low)
+    to false (at high)."""
+    for _ in range(steps):
+        middle = (low + high) / 2
+        if before(middle):
+            low = middle
+        else:
+            high = middle
+    return low, high
 
 
 def normal_quantile(p: float) -> float:
@@ -53,13 +67,7 @@ def t_quantile(p: float, df: int) -> float:
     low, high = 0.0, max(2 * normal_quantile(p), 1.0)
     while _t_cdf(high, df) < p:
         high *= 2
-    for _ in range(60):
-        mid = (low + high) / 2
-        if _t_cdf(mid, df) < p:
-            low = mid
-        else:
-            high = mid
-    return high
+    return bisect(lambda t: _t_cdf(t, df) < p, low, high)[1]
 
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
@@ -79,14 +87,12 @@ def binomial_cdf(k: int, n: int, p: float) -> float:
 
 def _solve(falling: bool, k: int, n: int, level: float) -> float:
     """The p where P(Bin(n, p) <= k) (falling in p) crosses `level`, by bisection."""
-    low, high = 0.0, 1.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        value = binomial_cdf(k, n, mid) if falling else 1 - binomial_cdf(k - 1, n, mid)
-        if (value > level) == falling:
-            low = mid
-        else:
-            high = mid
+
+    def before(p: float) -> bool:
+        value = binomial_cdf(k, n, p) if falling else 1 - binomial_cdf(k - 1, n, p)
+        return (value > level) == falling
+
+    low, high = bisect(before, 0.0, 1.0)
     return (low + high) / 2
 
 

@@ -30,7 +30,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from pipeline.statistics.distributions import normal_quantile, normal_survival
+from pipeline.statistics.distributions import bisect, normal_quantile, normal_survival
 
 Floats = NDArray[np.float64]
 _GRID = 801                 # points carrying the density of the paths still going
@@ -92,13 +92,7 @@ def _first_crossing_boundary(grid: Floats, mass: Floats, step: float, root_t: fl
     low, high = -_NO_BOUND, _NO_BOUND
     if crossing(low) <= increment:
         return low
-    for _ in range(60):
-        middle = (low + high) / 2
-        if crossing(middle) > increment:
-            low = middle
-        else:
-            high = middle
-    return high
+    return bisect(lambda z: crossing(z) > increment, low, high)[1]
 
 
 def _carry(grid: Floats, mass: Floats, previous_t: float, t: float, edge: float,
