@@ -7,6 +7,10 @@ is Student's t on the logarithms: a lower bound on the geometric mean rate, whic
 above the arithmetic one. Pass when the lower bound meets `min_throughput`, fail when the
 upper bound misses it, inconclusive otherwise. A single observation has no spread: it is
 judged on its value.
+
+The gate's observed value is that geometric mean, the figure its interval bounds (an
+uneven run's overall rate, completions over time, can lie above the interval's top, and
+would lean an inconclusive gate the wrong way); the reason also gives the overall rate.
 """
 
 from __future__ import annotations
@@ -42,13 +46,14 @@ def span_rates(window: LoadResult) -> list[float]:
     return [max(count * share, 0.5) / length for count in counts]
 
 
-def throughput_bounds(rates: Sequence[float], alpha: float) -> tuple[float, float]:
+def throughput_bounds(rates: Sequence[float], alpha: float) -> tuple[float, float, float]:
+    """The geometric mean rate and its two-sided t bounds (each side `alpha`)."""
     logs = [math.log(rate) for rate in rates]
     centre = statistics.fmean(logs)
     if len(logs) < 2:
-        return math.exp(centre), math.exp(centre)
+        return math.exp(centre), math.exp(centre), math.exp(centre)
     half = t_quantile(1 - alpha, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(centre - half), math.exp(centre + half)
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
 def throughput_gate(windows: Sequence[LoadResult], minimum: float, alpha: float) -> Gate:
@@ -56,8 +61,8 @@ def throughput_gate(windows: Sequence[LoadResult], minimum: float, alpha: float)
     if not rates:
         return Gate(GATE, "not measured", minimum, False, ">=", "/s",
                     reason="no window was measured")
-    low, high = throughput_bounds(rates, alpha)
-    observed = sum(w.completed for w in windows) / sum(w.duration_s for w in windows)
+    observed, low, high = throughput_bounds(rates, alpha)
+    overall = sum(w.completed for w in windows) / sum(w.duration_s for w in windows)
     if low >= minimum:
         outcome, reason = "passed", f"lower bound {low:.1f}/s >= {minimum:g}/s"
     elif high < minimum:
@@ -67,5 +72,6 @@ def throughput_gate(windows: Sequence[LoadResult], minimum: float, alpha: float)
         reason = (f"the interval [{low:.1f}, {high:.1f}]/s straddles {minimum:g}/s; more "
                   "windows would decide (stages.latency.stability.max_windows)")
     return Gate.decided(GATE, observed, minimum, outcome, ">=", "/s", (low, high),
-                        len(rates), reason + f" (t over {len(rates)} spans of "
-                        f"{len(windows)} windows, {1 - alpha:.4g})")
+                        len(rates), reason + f" (geometric mean {observed:.1f}/s, t over "
+                        f"{len(rates)} spans of {len(windows)} windows, {1 - alpha:.4g}; "
+                        f"overall {overall:.1f}/s)")

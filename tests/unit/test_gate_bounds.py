@@ -68,6 +68,16 @@ def test_throughput_fails_on_its_upper_bound() -> None:
     assert not throughput_gate([], 100.0, 0.05).passed
 
 
+def test_the_throughput_gates_observed_value_is_the_figure_its_interval_bounds() -> None:
+    # Bursts: one span in four at 3,000/s, the rest at 100/s. Completions over time (825/s)
+    # lie above the interval of the geometric mean; the gate shows that mean, in its bounds.
+    bursty = throughput_gate([paced([3000, 100, 100, 100]) for _ in range(8)], 100.0, 0.05)
+    assert bursty.interval is not None and isinstance(bursty.observed, float)
+    low, high = (float(bound or 0.0) for bound in bursty.interval)
+    assert low <= bursty.observed <= high < 825
+    assert "overall 825.0/s" in bursty.reason
+
+
 def test_a_stalled_span_is_a_low_rate_and_a_window_without_a_timeline_one_rate() -> None:
     stalled = span_rates(paced([400, 0, 400, 400]))
     assert len(stalled) == 4 and stalled[1] == pytest.approx(2.0)   # half a completion
