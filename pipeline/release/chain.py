@@ -75,6 +75,10 @@ class VerifiedChain:
                 "problems": list(self.problems), "ok": not self.problems}
 
 
+class ApprovedManifestRewritten(StoreError):
+    """The manifest differs from the bytes its approval signed: rewritten since (exit 3)."""
+
+
 def trusted_keys(specs: Sequence[TrustedKeySpec], loaded: LoadedSpec, where: str
                  ) -> list[TrustedKey]:
     return [TrustedKey(spec.id, load_public_key(spec.public_key, loaded.workspace,
@@ -179,6 +183,12 @@ def verify_chain(store: Store, loaded: LoadedSpec, environment: str,
     chain = VerifiedChain(release_id, digest, attestation, checks)
     if loaded.policy.approval.required and not chain.approvers:
         reasons = "; ".join(f"{c.key.rsplit('/', 1)[-1]} {c.reason}" for c in checks)
+        if any(check.manifest_rewritten for check in checks):
+            # Manifests are written once: one that differs from the bytes an approval
+            # signed was rewritten, which is tampered evidence (exit 3), not too little.
+            raise ApprovedManifestRewritten(
+                f"release {release_id} cannot be promoted to {environment}: its manifest was "
+                f"rewritten after its approval: {reasons}")
         raise PolicyError(
             f"release {release_id} needs a signed approval for {environment}"
             + (f" and none counts: {reasons}" if reasons else ": run `serve-pipeline "

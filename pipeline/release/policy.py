@@ -26,7 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.errors import PolicyError, StoreError, UsageError
-from pipeline.release.chain import check_new_release, refuse_typed_approval, verify_chain
+from pipeline.release.chain import (
+    ApprovedManifestRewritten,
+    check_new_release,
+    refuse_typed_approval,
+    verify_chain,
+)
 from pipeline.release.configured import overlay_file
 from pipeline.release.manifest import (
     Manifest,
@@ -186,10 +191,11 @@ def decide_promotion(store: Store, loaded: LoadedSpec, environment: str,
         gates, notes = check_gates(loaded, environment, target, manifest)
         checks.append(gates)
         granted = check_approval(store, loaded, environment, target, approved_by)
-    except PolicyError:
+    except (PolicyError, ApprovedManifestRewritten):
         # Tampered evidence outranks a refusal: a manifest rewritten since it passed also
         # fails its approval (or its gates), and the rewrite is what the operator must
-        # hear (exit 3), not a missing approval (exit 5).
+        # hear (exit 3), not a missing approval (exit 5); the staging event it no longer
+        # matches says more than the approval's digest does.
         check_passed_as_is(store, loaded, target)
         raise
     check_passed_as_is(store, loaded, target)

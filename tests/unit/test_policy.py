@@ -20,7 +20,7 @@ from pipeline.release.store import open_store
 from pipeline.release.store.local import LocalStore
 from pipeline.release.target_gates import review_gates
 from pipeline.servers.specs import load_spec
-from tests.support.policy import sign_approval, trust_rita
+from tests.support.policy import RITA_APPROVES, policy_store, sign_approval, trust_rita
 from tests.support.recorded import recorded
 
 NAME = "fraud-mlp"
@@ -149,6 +149,22 @@ def test_a_manifest_rewritten_after_staging_passed_nothing(project: Path,
     sign_approval(store, project, release)
     with pytest.raises(StoreError, match=f"the manifest of release {release} changed since "
                                          "it was promoted at"):
+        decide_promotion(store, production, "production", release)
+
+
+def test_a_manifest_rewritten_after_its_approval_is_tampered_evidence_without_requires(
+        project: Path) -> None:
+    """No staging event to compare with: the approval's signed digest is what shows the
+    rewrite, and the refusal is the store's (exit 3), not a missing approval (exit 5)."""
+    store = policy_store(project, RITA_APPROVES.replace("requires: [staging]\n", ""))
+    production = load_spec(project / "serve.yaml", "production")
+    release = publish(store, b"approved, then rewritten")
+    sign_approval(store, project, release)
+    assert decide_promotion(store, production, "production", release).approvers == ["rita"]
+    path = store.root / "releases" / NAME / f"{release}.json"
+    path.write_text(path.read_text().replace("\"p99_ms\": 6.0", "\"p99_ms\": 1.0"))
+    with pytest.raises(StoreError, match=r"manifest was rewritten after its approval: "
+                                         r".*\(rewritten after approval\)"):
         decide_promotion(store, production, "production", release)
 
 

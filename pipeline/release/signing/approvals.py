@@ -84,6 +84,9 @@ class ApprovalCheck:
     approver: str | None = None
     identities: frozenset[str] = field(default_factory=frozenset)
     predicate: ApprovalPredicate | None = None
+    # A verified approval of this very release whose manifest digest is not the
+    # manifest's now: the manifest was rewritten after it (tampered evidence).
+    manifest_rewritten: bool = False
 
     @property
     def counts(self) -> bool:
@@ -157,6 +160,14 @@ def signed_predicate(data: bytes | None, rules: ApprovalRules) -> SignedApproval
                           subject_digests(body), signers[0])
 
 
+def approved_another_manifest(signed: SignedApproval, name: str, release_id: str,
+                              manifest_sha256: str) -> bool:
+    """Whether `signed` approves this release of `name`, but a manifest of other bytes."""
+    predicate = signed.predicate
+    return (predicate.name == name and predicate.release_id == release_id
+            and signed.subjects.get(manifest_key(name, release_id)) != manifest_sha256)
+
+
 def binding_problem(signed: SignedApproval, name: str, release_id: str,
                     manifest_sha256: str, environment: str) -> str | None:
     """Why a verified approval is not one for this release, manifest and environment."""
@@ -219,7 +230,8 @@ def judge(key: str, data: bytes | None, rules: ApprovalRules, release: tuple[str
         reason = (f"is by the release's creator (same verified identity: "
                   f"{', '.join(sorted(identities & creators))}); {rules.where} "
                   "approval.distinct_from_creator")
-    return ApprovalCheck(key, reason, signer.name, identities, predicate)
+    return ApprovalCheck(key, reason, signer.name, identities, predicate,
+                         approved_another_manifest(signed, *release))
 
 
 def release_digest(store: Store, name: str, release_id: str) -> str | None:
