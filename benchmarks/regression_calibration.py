@@ -14,7 +14,15 @@ p95 4%, p99 6%, throughput 3%), which the per-round method judges. Errors are Po
 
     python benchmarks/regression_calibration.py [--trials 500] [--seed 1] [--noise-scale 1]
         [--requests 400] [--figures-only] [--episodes] [--single-rounds]
-        [--tail-allowance-ms 1]
+        [--tail-allowance-ms 1] [--window-sd 0.15] [--spending 0|-2|obf]
+        [--max-rounds 160] [--first-look 16] [--look-every 16]
+
+--window-sd gives each window a speed of its own (log-normal with that deviation) that
+scales all its latencies and divides its throughput: what the example's windows showed on
+2 cores with a neighbour (0.15: a round's p50 log ratio deviates by ~0.21; 0.10 without
+the neighbour). With it, the default schedule's rates are close to the real benchmark's
+(benchmarks/regression.py): the way to compare schedules and spending functions
+(--spending: Hwang-Shih-DeCani's parameter, or obf) before a 30-minute real run.
 
 --noise-scale 1.5 for a noisier machine (window noise and the shared drift). --episodes
 adds episodes of 2-8 rounds in which one server (not both) stalls a tenth of its batches.
@@ -103,24 +111,26 @@ def _figures_window(rng: random.Random, machine: float, factor: float,
 
 
 def _requests_window(rng: random.Random, machine: float, factor: float,
-                     noise_scale: float, requests: int, episode: bool = False
-                     ) -> WindowFigures:
+                     noise_scale: float, requests: int, episode: bool = False,
+                     window_sd: float = 0.0) -> WindowFigures:
     """A window of `requests` latencies: batches of 8 share one, log-normal with
     p99 = 2 x p50; a burst slows a contiguous fifth of them; in an episode, a tenth of
-    the batches stall for 1.5-3x their latency."""
+    the batches stall for 1.5-3x their latency. `window_sd`: the log deviation of the
+    window's speed, which scales all its latencies and divides its throughput."""
     gen = np.random.default_rng(rng.getrandbits(63))
     shared = np.exp(gen.normal(0.0, SIGMA, size=requests // BATCH + 1))
     if episode:
         stalled = gen.random(len(shared)) < EPISODE_STALLED
         shared[stalled] *= gen.uniform(1.5, 3.0, size=int(stalled.sum()))
     latencies = np.repeat(shared, BATCH)[:requests] * BASE["p50_ms"] * 1e3
-    window = math.exp(rng.gauss(0, NOISE["p50_ms"] * noise_scale))
+    speed = math.exp(rng.gauss(0, window_sd)) if window_sd else 1.0
+    window = math.exp(rng.gauss(0, NOISE["p50_ms"] * noise_scale)) * speed
     latencies *= factor * machine * window
     burst = 1 + rng.uniform(0.1, 0.5) if rng.random() < 0.05 else 1.0
     if burst > 1:
         start = rng.randrange(0, requests - requests // 5)
         latencies[start:start + requests // 5] *= burst
-    throughput = (BASE["throughput_rps"] / factor / machine / (1 + (burst - 1) / 4)
+    throughput = (BASE["throughput_rps"] / factor / machine / (1 + (burst - 1) / 4) / speed
                   * math.exp(rng.gauss(0, NOISE["throughput_rps"] * noise_scale)))
     p50, p95, p99 = (float(v) / 1e3 for v in np.percentile(latencies, [50, 95, 99]))
     return WindowFigures(p50, p95, p99, throughput, _poisson(rng, ERROR_RATE * requests),
@@ -129,7 +139,7 @@ def _requests_window(rng: random.Random, machine: float, factor: float,
 
 def trial(rng: random.Random, factor: float, noise_scale: float,
           requests: int | None, episodes: bool = False,
-          settings: PairedSettings = SETTINGS) -> tuple[str, int]:
+          settings: PairedSettings = SETTINGS, window_sd: float = 0.0) -> tuple[str, int]:
     drift = [1.0]
     episode_left = [0, 0]       # rounds left in each server's episode (candidate, live)
 
@@ -145,7 +155,7 @@ def trial(rng: random.Random, factor: float, noise_scale: float,
         if requests is None:
             return _figures_window(rng, machine, slower, noise_scale)
         return _requests_window(rng, machine, slower, noise_scale, requests,
-                                in_episode(server))
+                                in_episode(server), window_sd)
 
     def next_round(index: int) -> PairedRound:
         drift[0] *= math.exp(rng.gauss(0, 0.02 * noise_scale))
@@ -157,11 +167,12 @@ def trial(rng: random.Random, factor: float, noise_scale: float,
 
 def case(rng: random.Random, factor: float, trials: int, noise_scale: float,
          requests: int | None, episodes: bool = False,
-         settings: PairedSettings = SETTINGS) -> dict[str, object]:
+         settings: PairedSettings = SETTINGS, window_sd: float = 0.0) -> dict[str, object]:
     outcomes: Counter[str] = Counter()
     rounds = []
     for _ in range(trials):
-        outcome, used = trial(rng, factor, noise_scale, requests, episodes, settings)
+        outcome, used = trial(rng, factor, noise_scale, requests, episodes, settings,
+                              window_sd)
         outcomes[outcome] += 1
         rounds.append(used)
     rounds.sort()
@@ -187,14 +198,26 @@ def main() -> None:
                         help="bootstrap single rounds, not blocks (the earlier method)")
     parser.add_argument("--tail-allowance-ms", type=float, default=1.0,
                         help="stages.regression.tail_allowance (0: the tail's ratio alone)")
+    parser.add_argument("--window-sd", type=float, default=0.0, help=(
+        "log deviation of each window's speed (its latencies times it, its throughput over "
+        "it): 0.15 is the example's on 2 cores with a neighbour, 0.10 without one"))
+    parser.add_argument("--spending", default=str(SETTINGS.schedule.spending_gamma), help=(
+        "the Hwang-Shih-DeCani spending parameter (default: the verdict's, 0, linear), or "
+        "'obf' for the O'Brien-Fleming-type function"))
+    parser.add_argument("--max-rounds", type=int, default=SETTINGS.schedule.max_rounds)
+    parser.add_argument("--first-look", type=int, default=SETTINGS.schedule.first_look)
+    parser.add_argument("--look-every", type=int, default=SETTINGS.schedule.look_every)
     args = parser.parse_args()
-    settings = dataclasses.replace(SETTINGS, tail_allowance_ms=args.tail_allowance_ms)
+    settings = dataclasses.replace(
+        SETTINGS, tail_allowance_ms=args.tail_allowance_ms,
+        schedule=Schedule(args.first_look, args.look_every, args.max_rounds,
+                          None if args.spending == "obf" else float(args.spending)))
     if args.single_rounds:
         pooled_tail.block_length = lambda rounds: 1
     rng = random.Random(args.seed)
     requests = None if args.figures_only else args.requests
     cases = {name: case(rng, factor, args.trials, args.noise_scale, requests, args.episodes,
-                        settings)
+                        settings, args.window_sd)
              for name, factor in (("aa", 1.0), ("slower_25", 1.25), ("slower_3", 1.03),
                                   ("at_margin", 1.10))}
     for name, figures in cases.items():
@@ -208,7 +231,8 @@ def main() -> None:
         "noise_scale": args.noise_scale, "episodes": args.episodes,
         "bootstrap": "single rounds" if args.single_rounds else "blocks of rounds",
         "margin": settings.margin, "tail_allowance_ms": settings.tail_allowance_ms,
-        "requests_per_window": requests,
+        "requests_per_window": requests, "window_sd": args.window_sd,
+        "schedule": dataclasses.asdict(settings.schedule),
         "confidence": settings.confidence, "cases": cases}))
 
 

@@ -43,15 +43,20 @@ ratio is taken, and the verdict is drawn on log ratios over rounds:
   ratio of rates; it is refused only when surely worse beyond both margins.
 - Sequential: the verdict is looked at after `first_look` rounds, then every
   `look_every`, up to `max_rounds`, and stops at the first look where every metric is
-  decided or one is a regression. An O'Brien-Fleming-type function of the rounds' share
-  of the cap says how much error may be spent by each look (the first looks stop only a
-  clear case), and each look's bounds are built at the level whose first crossing
-  spends exactly that, given the looks before: a group-sequential boundary, computed as
-  clinical trials compute theirs (pipeline/statistics/group_sequential.py). At
-  16/32/48/64/80/96 rounds and 95% the levels are about 0, 0.0007, 0.0054, 0.015, 0.027
-  and 0.040 each way. A union bound over the increments (0, 0.0007, 0.0049, 0.011,
-  0.015, 0.018), used before, ignored that the looks share most of their rounds and
-  left the last looks' intervals about 20% wider than the stated error needs.
+  decided or one is a regression. A spending function of the rounds' share of the cap
+  says how much error may be spent by each look, and each look's bounds are built at the
+  level whose first crossing spends exactly that, given the looks before: a
+  group-sequential boundary, computed as clinical trials compute theirs
+  (pipeline/statistics/group_sequential.py). A union bound over the increments, used
+  before, ignored that the looks share most of their rounds and left the last looks'
+  intervals about 20% wider than the stated error needs.
+- Which spending function, and the cap (160): chosen on simulated streams whose windows
+  vary as the example's do on a busy 2-core machine (benchmarks/regression_calibration.py
+  --window-sd 0.15; docs/reports.md). Linear spending (Hwang-Shih-DeCani, parameter 0)
+  up to 160 rounds refused a candidate 3% slower in 5.5% of runs and decided A/A at a
+  median of 48 rounds; the O'Brien-Fleming-type function up to 96 refused it in 19% and
+  needed 64 (up to 160: 2%, but 80). At 16, 32, ..., 160 rounds and 95% the levels are
+  0.005, 0.0064, 0.008, ... 0.021 each way: every look may stop a clear case.
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ from pipeline.regression.pooled_tail import pooled_ratio
 from pipeline.regression.serial import serial_level
 from pipeline.regression.signed_rank import median_interval
 from pipeline.statistics.group_sequential import look_levels
-from pipeline.statistics.sequential import obrien_fleming_spent
+from pipeline.statistics.sequential import hwang_shih_decani_spent, obrien_fleming_spent
 
 Direction = Literal["lower", "higher"]
 RATIO_METRICS: dict[str, Direction] = {"p99_ms": "lower", "p95_ms": "lower",
@@ -120,6 +125,10 @@ class Schedule:
     first_look: int
     look_every: int
     max_rounds: int
+    # The spending function: Hwang-Shih-DeCani's with this parameter, 0 (linear: each
+    # round spends the same share of the error) unless told; None: O'Brien-Fleming-type.
+    # benchmarks/regression_calibration.py --spending compares them (see SPENDING_GAMMA).
+    spending_gamma: float | None = 0.0
 
     def looks(self) -> list[int]:
         points = list(range(self.first_look, self.max_rounds + 1, max(self.look_every, 1)))
@@ -136,7 +145,9 @@ class Schedule:
         points, alpha = self.looks(), 1 - confidence
         cap = points[-1]
         fractions = [point / cap for point in points]
-        spent = [obrien_fleming_spent(fraction, alpha) for fraction in fractions]
+        spent = [obrien_fleming_spent(fraction, alpha) if self.spending_gamma is None
+                 else hwang_shih_decani_spent(fraction, alpha, self.spending_gamma)
+                 for fraction in fractions]
         return look_levels(fractions, spent)[look]
 
 

@@ -293,11 +293,11 @@ class RegressionStage(StrictModel):
         "Side by side: rounds before the verdict is first looked at."))
     look_every: int = Field(default=16, ge=1, le=400, description=(
         "Side by side: rounds between later looks."))
-    max_rounds: int = Field(default=96, ge=6, le=1000, description=(
-        "Side by side: the cap; still undecided then, the verdict is inconclusive. 96: on "
-        "a busy 2-core machine two starts of the same bytes differ by 2-6% in p50, which "
-        "64 rounds of 250ms left undecided against a 10% margin in 3 of 10 A/A runs (0 of "
-        "10 with 96, at the same median cost: most runs decide at 48)."))
+    max_rounds: int = Field(default=160, ge=6, le=1000, description=(
+        "Side by side: the cap; still undecided then, the verdict is inconclusive. 160: on "
+        "a busy 2-core machine a round's p50 ratio deviates by ~0.2 (log), and a candidate "
+        "3% slower needs up to 160 rounds to be cleared of a 10% margin (refused in 5.5% "
+        "of simulated runs, 19% with 96); clear cases still stop early (A/A at 48)."))
 
 
 class ReplayStage(StrictModel):

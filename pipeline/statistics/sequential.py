@@ -24,6 +24,7 @@ calibration benchmark's simulation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
@@ -52,6 +53,17 @@ def obrien_fleming_spent(fraction: float, alpha: float) -> float:
     if fraction >= 1:
         return alpha
     return 2 * normal_survival(normal_quantile(1 - alpha / 2) / fraction**0.5)
+
+
+def hwang_shih_decani_spent(fraction: float, alpha: float, gamma: float) -> float:
+    """The error the Hwang-Shih-DeCani spending function with parameter `gamma` has spent
+    by the information `fraction`: alpha (1 - e^(-gamma t)) / (1 - e^(-gamma)); gamma -4
+    is close to O'Brien-Fleming's (little early), 1 to Pocock's (evenly), 0 is linear."""
+    if fraction >= 1:
+        return alpha
+    if gamma == 0:
+        return alpha * fraction
+    return alpha * (1 - math.exp(-gamma * fraction)) / (1 - math.exp(-gamma))
 
 
 @dataclass(frozen=True)

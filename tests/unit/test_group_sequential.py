@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.statistics.distributions import normal_quantile
 from pipeline.statistics.group_sequential import look_levels
-from pipeline.statistics.sequential import obrien_fleming_spent
+from pipeline.statistics.sequential import hwang_shih_decani_spent, obrien_fleming_spent
 
 
 def boundaries(fractions: list[float], alpha: float) -> list[float]:
@@ -38,3 +38,16 @@ def test_each_level_is_at_least_its_increment() -> None:
 
 def test_a_look_that_spends_nothing_has_no_reachable_bound() -> None:
     assert look_levels([0.5, 1.0], [0.0, 0.05])[0] < 1e-12
+
+
+def test_hwang_shih_decani_spending() -> None:
+    """alpha (1 - e^(-gamma t)) / (1 - e^(-gamma)): linear at gamma 0, little early for a
+    negative gamma, much early for a positive one; all of alpha at the cap."""
+    assert hwang_shih_decani_spent(0.5, 0.05, 0.0) == pytest.approx(0.025)
+    assert hwang_shih_decani_spent(0.5, 0.05, -4.0) == pytest.approx(
+        0.05 * (1 - 7.389056) / (1 - 54.59815), rel=1e-6)
+    assert hwang_shih_decani_spent(0.5, 0.05, 1.0) > 0.025
+    assert all(hwang_shih_decani_spent(1.0, 0.05, gamma) == 0.05 for gamma in (-4, 0, 1))
+    # The first look's level is what was spent by then: no earlier look to share with.
+    spent = [hwang_shih_decani_spent(k / 4, 0.05, -2.0) for k in range(1, 5)]
+    assert look_levels([k / 4 for k in range(1, 5)], spent)[0] == pytest.approx(spent[0])

@@ -158,17 +158,22 @@ def test_throughput_is_judged_in_its_own_direction() -> None:
 def test_schedule_always_looks_at_the_cap() -> None:
     assert Schedule(8, 4, 16).looks() == [8, 12, 16]
     assert Schedule(8, 5, 16).looks() == [8, 13, 16]
-    errors = [Schedule(8, 8, 24).error_at(look, 0.95) for look in range(3)]
+    errors = [Schedule(8, 8, 24, None).error_at(look, 0.95) for look in range(3)]
     # O'Brien-Fleming-type spending: the first look's bound is the strictest; the later
     # looks' levels add up to more than 5%, as they share their rounds with the looks before.
     assert errors == sorted(errors) and errors[0] < 0.005
     assert sum(errors) > 0.05 and errors[-1] < 0.05
+    # Linear spending (the default): the first look spends its share, 8/24 of 5%, at once.
+    linear = [Schedule(8, 8, 24).error_at(look, 0.95) for look in range(3)]
+    assert linear[0] == pytest.approx(0.05 / 3) and errors[0] < linear[0] < linear[-1] < 0.05
 
 
-def test_the_looks_together_keep_the_stated_error() -> None:
+@pytest.mark.parametrize("gamma", [None, -2.0, 1.0])
+def test_the_looks_together_keep_the_stated_error(gamma: float | None) -> None:
     """A statistic that is a random walk over rounds crosses its bound at some look in 5%
-    of sequences when the truth sits on the bound: the sequence's error, not each look's."""
-    schedule = Schedule(16, 16, 96)
+    of sequences when the truth sits on the bound: the sequence's error, not each look's,
+    whichever spending function spends it."""
+    schedule = Schedule(16, 16, 96, gamma)
     looks = schedule.looks()
     bounds = np.array([-normal_quantile(schedule.error_at(look, 0.95))
                        for look in range(len(looks))])
@@ -186,7 +191,7 @@ def test_the_spec_watches_what_the_verdict_can_judge() -> None:
     assert set(typing.get_args(WatchedSideBySide)) == set(WATCHABLE)
     assert settings.metrics == ("p99_ms",) and settings.margin == pytest.approx(0.05)
     assert settings.schedule.looks() == [8, 16]
-    assert paired_settings(RegressionStage(), 50.0).schedule.looks() == [16, 32, 48, 64, 80, 96]
+    assert paired_settings(RegressionStage(), 50.0).schedule.looks() == list(range(16, 161, 16))
     # The tail allowance: 2% of slo.p99 unless the spec sets it.
     assert settings.tail_allowance_ms == pytest.approx(1.0)
     assert paired_settings(RegressionStage(), 200.0).tail_allowance_ms == pytest.approx(4.0)
