@@ -127,7 +127,7 @@ class Schedule:
     max_rounds: int
     # The spending function: Hwang-Shih-DeCani's with this parameter, 0 (linear: each
     # round spends the same share of the error) unless told; None: O'Brien-Fleming-type.
-    # benchmarks/regression_calibration.py --spending compares them (see SPENDING_GAMMA).
+    # benchmarks/regression_calibration.py --spending compares them (docs/reports.md).
     spending_gamma: float | None = 0.0
 
     def looks(self) -> list[int]:

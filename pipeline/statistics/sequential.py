@@ -58,7 +58,8 @@ def obrien_fleming_spent(fraction: float, alpha: float) -> float:
 def hwang_shih_decani_spent(fraction: float, alpha: float, gamma: float) -> float:
     """The error the Hwang-Shih-DeCani spending function with parameter `gamma` has spent
     by the information `fraction`: alpha (1 - e^(-gamma t)) / (1 - e^(-gamma)); gamma -4
-    is close to O'Brien-Fleming's (little early), 1 to Pocock's (evenly), 0 is linear."""
+    is close to O'Brien-Fleming's (little early), 1 to Pocock's (much early), 0 is
+    linear (evenly)."""
     if fraction >= 1:
         return alpha
     if gamma == 0:
